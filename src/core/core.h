@@ -1,0 +1,266 @@
+/* core/ — the scheduler as a deterministic state machine.
+ *
+ * The daemon and the simulator are two drivers of this one module. It takes events (submit,
+ * cancel, attempt exited, …) with the current time passed in, and appends actions (a task's new
+ * state, start task T on GPUs [0,3], kill T) to a caller-owned list. It performs no system calls,
+ * reads no clock, does no I/O: everything about *what* runs *where* and *when* is decided here.
+ *
+ * Only live tasks (not in a terminal state) are held in memory. A task whose attempt is still
+ * running after it reached a terminal state (a cancel waiting for the process to die) keeps its
+ * resources until core_attempt_exited() releases them.
+ *
+ * Times are milliseconds (any epoch; the daemon uses the Unix epoch, the simulator 0). Core
+ * tolerates a clock that steps backwards by treating "now" as max(now, latest now seen).
+ */
+#ifndef DROVER_CORE_H
+#define DROVER_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int64_t core_time;
+
+#define CORE_TIME_NEVER INT64_MAX
+#define CORE_MAX_NODE_GPUS 64 /* GPUs on one node */
+#define CORE_MAX_BACKOFF 8
+
+enum task_state {
+    TASK_HELD,
+    TASK_PENDING,  /* waiting on dependencies */
+    TASK_QUEUED,   /* ready, waiting for resources */
+    TASK_RUNNING,
+    TASK_RETRYING, /* waiting out a backoff before it is queued again */
+    TASK_SUCCEEDED,
+    TASK_FAILED,
+    TASK_TIMED_OUT,
+    TASK_CANCELLED,
+    TASK_UPSTREAM_FAILED,
+    TASK_NSTATES
+};
+
+const char *task_state_name(enum task_state state);
+/* Returns the state named s, or -1. */
+int task_state_parse(const char *s);
+bool task_state_terminal(enum task_state state);
+
+/* ---- the machine(s) ---------------------------------------------------------------------- */
+
+/* The daemon has one node; the simulator may have many. */
+struct core_node {
+    int ngpus;
+    uint64_t gpu_mem[CORE_MAX_NODE_GPUS]; /* bytes per GPU */
+    int cpus;                             /* 0 = do not account CPUs */
+    uint64_t mem;                         /* host memory bytes; 0 = do not account memory */
+};
+
+/* ---- what a task asks for ---------------------------------------------------------------- */
+
+struct core_request {
+    int gpus;            /* GPUs needed; 0 = CPU-only */
+    uint64_t gpu_mem;    /* per-GPU claim in bytes; 0 = the GPUs exclusively */
+    int cpus;            /* 0 = unspecified: counts 1 for a CPU-only task, 0 for a GPU task */
+    uint64_t mem;        /* host memory bytes; 0 = unspecified (not accounted) */
+    int64_t time_limit;  /* ms; 0 = none. Used for backfill; the supervisor enforces it. */
+};
+
+enum dep_kind {
+    DEP_AFTER_OK,  /* runs only if the dependency succeeded (--after) */
+    DEP_AFTER_ANY, /* runs once the dependency ended, however (--after-any) */
+};
+
+struct core_dep {
+    int64_t id;
+    enum dep_kind kind;
+    /* The dependency's state when it is not a live task in core (the driver looked it up:
+     * a terminal state), or -1 when it is live in core. */
+    int state;
+};
+
+struct core_task_spec {
+    int64_t id;          /* > 0, unique; chosen by the driver (the store's rowid) */
+    int priority;        /* higher runs first */
+    core_time submit_time;
+    struct core_request req;
+    int max_retries;     /* further attempts after a failed one */
+    int nbackoff;        /* 0 = default 5s,30s,60s */
+    int64_t backoff[CORE_MAX_BACKOFF]; /* ms; the last value repeats */
+    size_t ndeps;
+    const struct core_dep *deps; /* copied by core */
+    int64_t array_id;    /* tasks of one --array share it; 0 = not an array task */
+    int array_limit;     /* at most this many of the array running at once; 0 = no limit */
+    bool hold;           /* enter as held */
+    int attempts;        /* attempts already made (a retried task continues the numbering) */
+};
+
+/* Where an attempt runs. */
+struct core_placement {
+    int node;
+    int ngpus;
+    int gpu[CORE_MAX_NODE_GPUS];   /* GPU indices on that node, ascending */
+    uint64_t gpu_mem;              /* per-GPU claim in bytes; 0 = exclusive */
+};
+
+/* ---- actions: what the driver must carry out --------------------------------------------- */
+
+enum core_action_type {
+    CORE_ACT_STATE, /* the task is now in `state` (commit it); for RETRYING, `at` = retry time */
+    CORE_ACT_START, /* start attempt `attempt` on `placement` (the task is now RUNNING) */
+    CORE_ACT_KILL,  /* stop the running attempt (cancel); core_attempt_exited() follows */
+};
+
+/* Why a task reached its state, for `drover show`. reason_task names a related task. */
+enum core_reason {
+    CORE_REASON_NONE,
+    CORE_REASON_SUBMITTED,
+    CORE_REASON_DEPS_DONE,        /* pending -> queued */
+    CORE_REASON_RELEASED,
+    CORE_REASON_HELD,
+    CORE_REASON_CANCELLED,
+    CORE_REASON_UPSTREAM,         /* reason_task failed (or was cancelled) */
+    CORE_REASON_EXIT_CODE,        /* attempt exited non-zero */
+    CORE_REASON_SIGNAL,           /* attempt killed by a signal */
+    CORE_REASON_TIMEOUT,
+    CORE_REASON_EXEC_ERROR,       /* the command could not be executed: never retried */
+    CORE_REASON_LOST,             /* the attempt's supervisor vanished */
+    CORE_REASON_BACKOFF_DONE,     /* retrying -> queued */
+    CORE_REASON_SUCCEEDED,
+    CORE_REASON_RETRY,            /* `drover retry` */
+};
+
+struct core_action {
+    enum core_action_type type;
+    int64_t task;
+    enum task_state state;        /* CORE_ACT_STATE */
+    enum core_reason reason;      /* CORE_ACT_STATE */
+    int64_t reason_task;          /* CORE_REASON_UPSTREAM */
+    core_time at;                 /* CORE_ACT_STATE to RETRYING: when it is queued again */
+    int attempt;                  /* CORE_ACT_START: 1, 2, … */
+    struct core_placement placement; /* CORE_ACT_START */
+};
+
+struct core_actions {
+    struct core_action *v;
+    size_t n, cap;
+};
+
+void core_actions_clear(struct core_actions *acts); /* n = 0, keeps the buffer */
+void core_actions_free(struct core_actions *acts);
+
+/* ---- policy ------------------------------------------------------------------------------ */
+
+struct core_policy {
+    /* Waiting this long is worth one priority point (aging; nothing starves). 0 = no aging:
+     * strict priority, then first-come first-served. */
+    int64_t aging_ms;
+    /* Stop at the first ready task that does not fit (head-of-line blocking, task-spooler). */
+    bool strict_order;
+    /* EASY backfill: a later task may start ahead of the first blocked one only if it cannot
+     * delay it (it ends, by its time limit, before the blocked task could start, or it uses
+     * only resources the blocked task will not need). Ignored when strict_order is set. */
+    bool backfill;
+    /* Shared (--gpu-mem) tasks go to the fullest GPU they fit on; whole GPUs stay free. */
+    bool best_fit;
+    /* At most this many queued tasks are examined per scheduling pass past the first blocked
+     * one (bounds the cost of a pass with a huge queue). 0 = no bound. */
+    int max_scan;
+};
+
+/* The daemon's default: aging 60 s per point, backfill, best fit, scan bound 10000. */
+struct core_policy core_policy_default(void);
+
+/* ---- the scheduler ----------------------------------------------------------------------- */
+
+struct core;
+
+struct core *core_new(const struct core_policy *policy);
+void core_free(struct core *core);
+
+/* Sets the inventory. Must be called before any task is submitted or restored. */
+void core_set_nodes(struct core *core, const struct core_node *nodes, int nnodes);
+
+/* Checks a request against the machine, without submitting: 0 if some node could ever run it,
+ * else -1 with a static reason ("asks for 5 GPUs but the largest node has 4", …). */
+int core_check_request(const struct core *core, const struct core_request *req,
+                       const char **why);
+
+/* A new task. Appends its first state (HELD, PENDING, QUEUED or UPSTREAM_FAILED if a
+ * success-dependency already failed). Returns -1 if the id is already live or a live-marked
+ * dependency is unknown (a driver bug: nothing is changed). */
+int core_submit(struct core *core, const struct core_task_spec *spec, core_time now,
+                struct core_actions *out);
+
+/* Restoring after a daemon restart: feed every live task with the state the store holds, then
+ * call core_restore_done(), which links dependencies among restored tasks. A RUNNING task's
+ * placement is claimed again (its attempt is being re-adopted by the driver). `ready_time` is
+ * when it last became queued, `retry_at` when a RETRYING task is due. */
+struct core_restore {
+    enum task_state state;
+    core_time ready_time;
+    core_time retry_at;
+    core_time started;             /* RUNNING: when the attempt started */
+    bool attempt_running;          /* an attempt is still running (RUNNING, or a cancel in flight) */
+    struct core_placement placement;
+};
+int core_restore(struct core *core, const struct core_task_spec *spec,
+                 const struct core_restore *state);
+void core_restore_done(struct core *core, core_time now, struct core_actions *out);
+
+/* User events. Each returns 0, or -1 with a static reason in *why (nothing changed). */
+int core_cancel(struct core *core, int64_t id, core_time now, struct core_actions *out,
+                const char **why);
+int core_hold(struct core *core, int64_t id, core_time now, struct core_actions *out,
+              const char **why);
+int core_release(struct core *core, int64_t id, core_time now, struct core_actions *out,
+                 const char **why);
+
+/* How an attempt ended. */
+enum core_outcome {
+    CORE_OUTCOME_SUCCESS,
+    CORE_OUTCOME_EXIT_CODE,   /* non-zero exit */
+    CORE_OUTCOME_SIGNAL,      /* killed by a signal (not by drover's time limit) */
+    CORE_OUTCOME_TIMEOUT,     /* killed by its time limit */
+    CORE_OUTCOME_EXEC_ERROR,  /* never executed: not retried */
+    CORE_OUTCOME_LOST,        /* the supervisor vanished without a status: counts as a failure */
+    CORE_OUTCOME_NOT_STARTED, /* the driver crashed before it spawned it: does not count */
+};
+
+/* The running attempt of task id ended. Releases its resources; appends the task's next state
+ * (SUCCEEDED, RETRYING with `at`, FAILED, TIMED_OUT, or QUEUED for NOT_STARTED) and what that
+ * changes for its dependents. A task already cancelled stays cancelled. Returns -1 if the task
+ * has no running attempt. */
+int core_attempt_exited(struct core *core, int64_t id, enum core_outcome outcome, core_time now,
+                        struct core_actions *out);
+
+/* Stop (true) or resume (false) starting new attempts. Running ones are not touched. */
+void core_set_drain(struct core *core, bool drain);
+bool core_draining(const struct core *core);
+
+/* One scheduling pass: queues RETRYING tasks whose backoff is over, then starts what fits, in
+ * policy order, appending CORE_ACT_START actions (with a STATE action for each backoff end).
+ * Cost: O(log n) per task examined, with at most max_scan examined past the first blocked one,
+ * and the pass ends early once no capacity is left. */
+void core_schedule(struct core *core, core_time now, struct core_actions *out);
+
+/* The earliest time at which core_schedule() would do something that no event triggers
+ * (a backoff ending), or CORE_TIME_NEVER. */
+core_time core_next_wakeup(const struct core *core);
+
+/* ---- queries ----------------------------------------------------------------------------- */
+
+/* The live task's state, or -1 if it is not live in core. */
+int core_task_state(const struct core *core, int64_t id);
+/* The live task's attempt count so far (0 before the first start), or -1. */
+int core_task_attempts(const struct core *core, int64_t id);
+/* Counts of live tasks by state (array of TASK_NSTATES). */
+void core_count_states(const struct core *core, size_t counts[TASK_NSTATES]);
+
+struct core_gpu_usage {
+    uint64_t mem_total;
+    uint64_t mem_claimed;  /* sum of claims; an exclusive task claims mem_total */
+    int tasks;             /* running attempts on it */
+    bool exclusive;
+};
+void core_gpu_usage(const struct core *core, int node, int gpu, struct core_gpu_usage *out);
+
+#endif

@@ -1,0 +1,69 @@
+/* exec/ — running one attempt of a task under a supervisor process.
+ *
+ * Each attempt has a run directory ($DROVER_HOME/runs/<task>/<attempt>/) holding:
+ *   lock    flock()ed by the supervisor for its whole life: "is it alive?" without pids
+ *   pid     "<supervisor pid> <task pgid>\n", written by the supervisor (pgid 0 until forked)
+ *   stdout, stderr   the task's output
+ *   status  JSON, written atomically (tmp + fsync + rename) by the supervisor before it exits
+ *
+ * The supervisor is a fork of the caller (the daemon) that runs no daemon code: it closes every
+ * inherited descriptor but the lock, starts its own session, forks the task into a new session
+ * and process group (argv exec'd directly, PATH searched with the task's environment), enforces
+ * the time limit (SIGTERM to the group, SIGKILL after the grace period, grandchildren included),
+ * forwards a cancel (SIGTERM to the supervisor) the same way, writes the status and exits.
+ * The daemon is not its only witness: when the daemon dies, the supervisor and task run on, and
+ * a restarted daemon learns the outcome from the run directory.
+ */
+#ifndef DROVER_EXEC_H
+#define DROVER_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct exec_spec {
+    int64_t task_id;
+    int attempt;
+    char *const *argv;        /* NULL-terminated, argv[0] non-empty */
+    char *const *env;         /* NULL-terminated "K=V": the task's whole environment */
+    const char *workdir;      /* the task's working directory; NULL = "/" */
+    const char *run_dir;      /* created by exec_start if missing (parents included) */
+    int64_t timeout_ms;       /* 0 = none */
+    int64_t grace_ms;         /* SIGTERM -> SIGKILL delay; 0 = 10 s */
+};
+
+/* Starts the supervisor. On success returns 0 and its pid (a child of the caller, to reap with
+ * waitpid). On failure returns -1 with a malloc'd reason in *err (the caller frees it). */
+int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err);
+
+struct exec_status {
+    int exit_code;            /* -1 if killed by a signal or never executed */
+    int signal;               /* 0 if it exited */
+    bool timed_out;           /* the time limit killed it */
+    bool cancelled;           /* a cancel (SIGTERM to the supervisor) killed it */
+    char exec_error[256];     /* non-empty: the command could not be executed, and why */
+    int64_t start_ms, end_ms; /* wall clock, ms since the epoch */
+    pid_t pgid;               /* the task's process group */
+};
+
+enum exec_probe {
+    EXEC_RUNNING,     /* the supervisor holds its lock */
+    EXEC_DONE,        /* the status file is there: *status is filled */
+    EXEC_NOT_STARTED, /* no supervisor ever ran here (the daemon died before or during spawn) */
+    EXEC_LOST,        /* a supervisor ran and vanished without a status (kill -9) */
+};
+
+/* What became of the attempt in run_dir. Never blocks. */
+enum exec_probe exec_probe(const char *run_dir, struct exec_status *status);
+
+/* The supervisor's pid from run_dir/pid, or -1. */
+pid_t exec_supervisor_pid(const char *run_dir);
+
+/* Asks the supervisor in run_dir to stop the task: SIGTERM to the group, SIGKILL after its
+ * grace. Returns 0, or -1 if no supervisor is running there. */
+int exec_cancel(const char *run_dir);
+
+/* After EXEC_LOST: kills whatever is left of the task's process group (SIGKILL). */
+void exec_kill_orphans(const char *run_dir);
+
+#endif

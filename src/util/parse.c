@@ -1,0 +1,314 @@
+#include "util/parse.h"
+#include "util/xalloc.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int parse_size(const char *s, uint64_t *out, const char **err)
+{
+    char *end;
+    if (s == NULL || *s == '\0' || !(isdigit((unsigned char)*s) || *s == '.')) {
+        *err = "expected a size such as 16G, 512M or 1024";
+        return -1;
+    }
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || !isfinite(v) || v < 0) {
+        *err = "expected a size such as 16G, 512M or 1024";
+        return -1;
+    }
+    double mult = 1;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'B': mult = 1; end++; break;
+    case 'K': mult = 1024.0; end++; break;
+    case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default:
+        *err = "unknown size unit (use K, M, G or T)";
+        return -1;
+    }
+    if (mult > 1) {
+        if (*end == 'i' && toupper((unsigned char)end[1]) == 'B')
+            end += 2;
+        else if (toupper((unsigned char)*end) == 'B')
+            end++;
+    }
+    if (*end != '\0') {
+        *err = "unexpected characters after the size";
+        return -1;
+    }
+    double bytes = v * mult;
+    if (bytes >= 18446744073709551615.0) {
+        *err = "size too large";
+        return -1;
+    }
+    if (mult == 1 && v != floor(v)) {
+        *err = "a size in bytes must be a whole number";
+        return -1;
+    }
+    *out = (uint64_t)bytes;
+    return 0;
+}
+
+int parse_duration(const char *s, int64_t *out_ms, const char **err)
+{
+    const char *p = s;
+    double total = 0;
+    int parts = 0;
+    if (s == NULL || *s == '\0') {
+        *err = "expected a duration such as 90s, 15m or 2h";
+        return -1;
+    }
+    while (*p) {
+        char *end;
+        if (!isdigit((unsigned char)*p) && *p != '.') {
+            *err = "expected a duration such as 90s, 15m or 2h";
+            return -1;
+        }
+        errno = 0;
+        double v = strtod(p, &end);
+        if (errno != 0 || end == p || !isfinite(v)) {
+            *err = "expected a duration such as 90s, 15m or 2h";
+            return -1;
+        }
+        double mult;
+        if (strncmp(end, "ms", 2) == 0) {
+            mult = 1;
+            end += 2;
+        } else {
+            switch (*end) {
+            case 's': mult = 1000; end++; break;
+            case 'm': mult = 60000; end++; break;
+            case 'h': mult = 3600000; end++; break;
+            case 'd': mult = 86400000; end++; break;
+            case '\0':
+                if (parts > 0) {
+                    *err = "missing unit after a number in the duration";
+                    return -1;
+                }
+                mult = 1000;
+                break;
+            default:
+                *err = "unknown duration unit (use ms, s, m, h or d)";
+                return -1;
+            }
+        }
+        total += v * mult;
+        parts++;
+        p = end;
+    }
+    if (total < 1) {
+        *err = "a duration must be greater than zero";
+        return -1;
+    }
+    if (total > 1e15) {
+        *err = "duration too large";
+        return -1;
+    }
+    *out_ms = (int64_t)llround(total);
+    return 0;
+}
+
+int parse_int(const char *s, long long min, long long max, long long *out, const char **err)
+{
+    char *end;
+    if (s == NULL || *s == '\0' || isspace((unsigned char)*s)) {
+        *err = "expected a whole number";
+        return -1;
+    }
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0') {
+        *err = "expected a whole number";
+        return -1;
+    }
+    if (v < min || v > max) {
+        *err = "number out of range";
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int parse_id_list(const char *s, int64_t **out, size_t *n, const char **err)
+{
+    int64_t *ids = NULL;
+    size_t count = 0, cap = 0;
+    const char *p = s;
+    if (s == NULL || *s == '\0') {
+        *err = "expected task ids such as 3 or 3,7";
+        return -1;
+    }
+    for (;;) {
+        char *end;
+        if (!isdigit((unsigned char)*p))
+            goto bad;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno != 0 || v <= 0)
+            goto bad;
+        xgrow((void **)&ids, &cap, count + 1, sizeof *ids);
+        ids[count++] = v;
+        if (*end == '\0')
+            break;
+        if (*end != ',')
+            goto bad;
+        p = end + 1;
+    }
+    *out = ids;
+    *n = count;
+    return 0;
+bad:
+    free(ids);
+    *err = "expected task ids such as 3 or 3,7";
+    return -1;
+}
+
+int parse_backoff(const char *s, int64_t *out_ms, int max, int *n, const char **err)
+{
+    const char *p = s;
+    int count = 0;
+    if (s == NULL || *s == '\0') {
+        *err = "expected seconds such as 5,30,60";
+        return -1;
+    }
+    for (;;) {
+        char *end;
+        if (!isdigit((unsigned char)*p) && *p != '.')
+            goto bad;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (errno != 0 || end == p || !isfinite(v) || v < 0 || v > 1e9)
+            goto bad;
+        if (count == max) {
+            *err = "too many backoff values";
+            return -1;
+        }
+        out_ms[count++] = (int64_t)llround(v * 1000);
+        if (*end == '\0')
+            break;
+        if (*end != ',')
+            goto bad;
+        p = end + 1;
+    }
+    *n = count;
+    return 0;
+bad:
+    *err = "expected seconds such as 5,30,60";
+    return -1;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int parse_array_spec(const char *s, size_t max_count, struct array_spec *out, const char **err)
+{
+    int64_t *idx = NULL;
+    size_t count = 0, cap = 0;
+    const char *p = s;
+    memset(out, 0, sizeof *out);
+    if (s == NULL || *s == '\0')
+        goto bad;
+    for (;;) {
+        char *end;
+        if (!isdigit((unsigned char)*p))
+            goto bad;
+        errno = 0;
+        long long lo = strtoll(p, &end, 10), hi = lo;
+        if (errno != 0 || lo > 100000000)
+            goto bad;
+        if (*end == '-') {
+            p = end + 1;
+            if (!isdigit((unsigned char)*p))
+                goto bad;
+            hi = strtoll(p, &end, 10);
+            if (errno != 0 || hi < lo || hi > 100000000)
+                goto bad;
+        }
+        if ((size_t)(hi - lo + 1) > max_count || count + (size_t)(hi - lo + 1) > max_count) {
+            free(idx);
+            *err = "array too large";
+            return -1;
+        }
+        for (long long i = lo; i <= hi; i++) {
+            xgrow((void **)&idx, &cap, count + 1, sizeof *idx);
+            idx[count++] = i;
+        }
+        if (*end == '\0')
+            break;
+        if (*end == '%') {
+            long long lim;
+            if (parse_int(end + 1, 1, 1000000, &lim, err) < 0)
+                goto bad;
+            out->limit = (int)lim;
+            break;
+        }
+        if (*end != ',')
+            goto bad;
+        p = end + 1;
+    }
+    qsort(idx, count, sizeof *idx, cmp_i64);
+    size_t w = 0;
+    for (size_t i = 0; i < count; i++)
+        if (w == 0 || idx[w - 1] != idx[i])
+            idx[w++] = idx[i];
+    out->index = idx;
+    out->count = w;
+    return 0;
+bad:
+    free(idx);
+    *err = "expected an array such as 0-99, 1,5,9 or 0-99%4";
+    return -1;
+}
+
+void array_spec_free(struct array_spec *spec)
+{
+    free(spec->index);
+    spec->index = NULL;
+    spec->count = 0;
+}
+
+const char *format_size(uint64_t bytes, char *buf, size_t len)
+{
+    static const char units[] = "BKMGT";
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%lluB", (unsigned long long)bytes);
+    else if (v == floor(v))
+        snprintf(buf, len, "%.0f%c", v, units[u]);
+    else
+        snprintf(buf, len, "%.1f%c", v, units[u]);
+    return buf;
+}
+
+const char *format_duration(int64_t ms, char *buf, size_t len)
+{
+    if (ms < 0)
+        ms = 0;
+    int64_t s = ms / 1000;
+    if (ms < 10000)
+        snprintf(buf, len, "%.1fs", (double)ms / 1000.0);
+    else if (s < 60)
+        snprintf(buf, len, "%llds", (long long)s);
+    else if (s < 3600)
+        snprintf(buf, len, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+    else if (s < 86400)
+        snprintf(buf, len, "%lldh%02lldm", (long long)(s / 3600), (long long)(s / 60 % 60));
+    else
+        snprintf(buf, len, "%lldd%02lldh", (long long)(s / 86400), (long long)(s / 3600 % 24));
+    return buf;
+}
