@@ -1,0 +1,74 @@
+/* cli/ — one file per command behind a table of descriptors (cli/commands.c). The dispatcher
+ * parses options against each command's declared options and checks the argument count before
+ * a handler runs. Exit codes: 0 ok, 1 a task failed (or the operation did), 2 usage or bad
+ * input, 3 the daemon is unreachable. */
+#ifndef DROVER_CLI_H
+#define DROVER_CLI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
+
+#define CMD_MAX_OPTS 24
+
+struct cmd_opt {
+    const char *name;  /* long name without dashes */
+    char short_name;   /* 0 = none */
+    bool takes_value;
+    bool repeat;       /* may be given several times (values collected) */
+    const char *help;
+};
+
+struct cmd_args {
+    const char *value[CMD_MAX_OPTS]; /* last value, or "" for a flag that was given */
+    char **values[CMD_MAX_OPTS];     /* every value of a repeatable option (NULL-terminated) */
+    int nvalues[CMD_MAX_OPTS];
+    int argc;                        /* positional arguments */
+    char **argv;
+};
+
+struct cmd_entry {
+    const char *name;
+    const char *usage;
+    const char *summary;
+    const struct cmd_opt *opts;  /* terminated by {NULL} */
+    int min_args, max_args;      /* positional; max -1 = any */
+    bool command_tail;           /* positional arguments are a command: stop parsing options */
+    int (*exec)(const struct cmd_entry *cmd, struct cmd_args *args);
+};
+
+/* The value of option `name`, or NULL if it was not given. */
+const char *cmd_opt(const struct cmd_entry *cmd, const struct cmd_args *args, const char *name);
+/* Prints "drover CMD: MSG" on stderr and returns EXIT_USAGE. */
+int cmd_usage_error(const struct cmd_entry *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int cli_main(int argc, char **argv);
+
+/* client.c: one request, one reply. Exits with EXIT_UNREACHABLE when the daemon cannot be
+ * reached (starting it first unless DROVER_NO_AUTOSTART=1). An error reply is printed as
+ * "drover CMD: ERROR" and its code returned through *code; the reply is returned either way
+ * (NULL on error). */
+json_t *client_call(const char *cmdname, json_t *req, int *code);
+/* A request object {"v": PROTO_VERSION, "op": op}. */
+json_t *client_request(const char *op);
+/* Connects (autostarting); -1 on failure. */
+int client_connect(bool autostart);
+
+/* output.c */
+bool out_color(void);
+const char *out_state_color(const char *state);
+void out_json(json_t *j);
+/* Parses "3" into a task id, or prints an error and returns -1. */
+long long out_task_id(const struct cmd_entry *cmd, const char *s);
+/* A table: set headers, add rows of strings, print aligned. */
+struct table;
+struct table *table_new(int ncols, const char *const *headers);
+void table_add(struct table *t, const char *const *cells, const char *color);
+void table_print(struct table *t, FILE *fp);
+void table_free(struct table *t);
+
+extern const struct cmd_entry *const cli_commands[];
+
+#endif

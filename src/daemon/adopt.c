@@ -1,0 +1,197 @@
+/* Learning how attempts ended — from SIGCHLD for our own supervisors, by polling the run
+ * directory for supervisors adopted after a restart — and restoring core from the store. */
+#include "daemon/daemon.h"
+#include "exec/exec.h"
+#include "util/parse.h"
+#include "util/xalloc.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+/* Turns what the run directory says into an attempt end and core's outcome. */
+static enum core_outcome finish_outcome(enum exec_probe probe, const struct exec_status *st,
+                                        struct attempt_end *e)
+{
+    char buf[32];
+    e->exit_code = -1;
+    switch (probe) {
+    case EXEC_NOT_STARTED:
+        e->discard = true;
+        e->outcome = "not_started";
+        snprintf(e->reason, sizeof e->reason, "never started (the daemon stopped first)");
+        return CORE_OUTCOME_NOT_STARTED;
+    case EXEC_LOST:
+    case EXEC_RUNNING:
+        e->outcome = "lost";
+        snprintf(e->reason, sizeof e->reason, "its supervisor vanished without a status");
+        return CORE_OUTCOME_LOST;
+    case EXEC_DONE:
+        break;
+    }
+    e->start = st->start_ms;
+    e->end = st->end_ms;
+    e->exit_code = st->exit_code;
+    e->signal = st->signal;
+    if (st->exec_error[0]) {
+        e->outcome = "exec_error";
+        snprintf(e->reason, sizeof e->reason, "cannot execute: %s", st->exec_error);
+        return CORE_OUTCOME_EXEC_ERROR;
+    }
+    if (st->timed_out) {
+        e->outcome = "timed_out";
+        snprintf(e->reason, sizeof e->reason, "time limit reached after %s",
+                 format_duration(st->end_ms - st->start_ms, buf, sizeof buf));
+        return CORE_OUTCOME_TIMEOUT;
+    }
+    if (st->cancelled) {
+        e->outcome = "cancelled";
+        snprintf(e->reason, sizeof e->reason, "cancelled");
+        return CORE_OUTCOME_SIGNAL;
+    }
+    if (st->signal > 0) {
+        e->outcome = "failed";
+        snprintf(e->reason, sizeof e->reason, "killed by signal %d (SIG%s)", st->signal,
+                 sigabbrev_np(st->signal) ? sigabbrev_np(st->signal) : "?");
+        return CORE_OUTCOME_SIGNAL;
+    }
+    if (st->exit_code != 0) {
+        e->outcome = "failed";
+        snprintf(e->reason, sizeof e->reason, "exit code %d", st->exit_code);
+        return CORE_OUTCOME_EXIT_CODE;
+    }
+    e->outcome = "succeeded";
+    snprintf(e->reason, sizeof e->reason, "exit code 0");
+    return CORE_OUTCOME_SUCCESS;
+}
+
+/* Records how the attempt ended and tells core. */
+static void finish(struct daemon *d, int64_t task, int attempt, const char *run_dir)
+{
+    struct exec_status st;
+    memset(&st, 0, sizeof st);
+    enum exec_probe probe = exec_probe(run_dir, &st);
+    if (probe == EXEC_LOST)
+        exec_kill_orphans(run_dir);
+    xgrow((void **)&d->ends, &d->ends_cap, d->nends + 1, sizeof *d->ends);
+    struct attempt_end *e = &d->ends[d->nends++];
+    memset(e, 0, sizeof *e);
+    e->task = task;
+    e->attempt = attempt;
+    enum core_outcome outcome = finish_outcome(probe, &st, e);
+    if (e->end == 0)
+        e->end = daemon_now();
+    core_attempt_exited(d->core, task, outcome, daemon_now(), &d->acts);
+    daemon_kick(d);
+}
+
+static void finish_run(struct daemon *d, struct run *r)
+{
+    finish(d, r->task, r->attempt, r->run_dir);
+    for (struct run **p = &d->runs; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    }
+    free(r->run_dir);
+    free(r);
+}
+
+void daemon_reap(struct daemon *d)
+{
+    pid_t pid;
+    int status;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (struct run *r = d->runs; r; r = r->next) {
+            if (r->child && r->pid == pid) {
+                finish_run(d, r);
+                break;
+            }
+        }
+    }
+    if (daemon_apply(d) < 0)
+        event_base_loopexit(d->base, NULL);
+}
+
+void daemon_poll_adopted(struct daemon *d)
+{
+    struct exec_status st;
+    struct run *r = d->runs, *next;
+    for (; r; r = next) {
+        next = r->next;
+        if (!r->child && exec_probe(r->run_dir, &st) != EXEC_RUNNING)
+            finish_run(d, r);
+    }
+    if (daemon_apply(d) < 0)
+        event_base_loopexit(d->base, NULL);
+}
+
+struct restore_ctx {
+    struct daemon *d;
+    int failed;
+    struct pending { int64_t task; int attempt; char *run_dir; } *done;
+    size_t ndone, cap;
+};
+
+static void restore_one(void *arg, int64_t id, enum task_state state, core_time ready_time,
+                        core_time retry_at, int attempts, bool attempt_open,
+                        core_time attempt_start, const struct core_placement *placement,
+                        const char *run_dir)
+{
+    struct restore_ctx *ctx = arg;
+    struct daemon *d = ctx->d;
+    struct core_task_spec spec;
+    struct core_dep *deps = NULL;
+    if (store_task_spec(d->store, id, &spec, &deps) < 0) {
+        ctx->failed++;
+        return;
+    }
+    struct core_restore rs = {
+        .state = state == TASK_RUNNING && !attempt_open ? TASK_QUEUED : state,
+        .ready_time = ready_time,
+        .retry_at = retry_at,
+        .started = attempt_start,
+        .attempt_running = attempt_open,
+    };
+    if (attempt_open)
+        rs.placement = *placement;
+    if (core_restore(d->core, &spec, &rs) < 0) {
+        fprintf(stderr, "drover daemon: task %lld could not be restored\n", (long long)id);
+        ctx->failed++;
+    } else if (attempt_open) {
+        struct exec_status st;
+        if (exec_probe(run_dir, &st) == EXEC_RUNNING) {
+            run_add(d, id, attempts, exec_supervisor_pid(run_dir), false, xstrdup(run_dir),
+                    attempt_start, placement);
+        } else {
+            xgrow((void **)&ctx->done, &ctx->cap, ctx->ndone + 1, sizeof *ctx->done);
+            ctx->done[ctx->ndone++] = (struct pending){id, attempts, xstrdup(run_dir)};
+        }
+    }
+    free(deps);
+}
+
+int daemon_restore(struct daemon *d, char **err)
+{
+    struct restore_ctx ctx = {.d = d};
+    if (store_each_live(d->store, restore_one, &ctx) < 0) {
+        *err = xasprintf("cannot read the task list: %s", store_error(d->store));
+        return -1;
+    }
+    core_restore_done(d->core, daemon_now(), &d->acts);
+    size_t adopted = 0;
+    for (struct run *r = d->runs; r; r = r->next)
+        adopted++;
+    for (size_t i = 0; i < ctx.ndone; i++) {
+        finish(d, ctx.done[i].task, ctx.done[i].attempt, ctx.done[i].run_dir);
+        free(ctx.done[i].run_dir);
+    }
+    free(ctx.done);
+    if (adopted || ctx.ndone)
+        fprintf(stderr, "drover daemon: re-adopted %zu running attempts, %zu ended while"
+                        " stopped\n", adopted, ctx.ndone);
+    return daemon_apply(d);
+}

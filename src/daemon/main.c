@@ -1,0 +1,224 @@
+/* drover daemon: sets up the state directory, the store, core and the event loop. */
+#include "daemon/daemon.h"
+#include "util/parse.h"
+#include "util/paths.h"
+#include "util/xalloc.h"
+
+#include <errno.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+static void daemon_on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct daemon *d = arg;
+    if (sig == SIGCHLD) {
+        daemon_reap(d);
+        return;
+    }
+    fprintf(stderr, "drover daemon: signal %d: stopping (running tasks keep running)\n",
+            (int)sig);
+    d->stopping = true;
+    event_base_loopexit(d->base, NULL);
+}
+
+static void daemon_on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    struct daemon *d = arg;
+    core_schedule(d->core, daemon_now(), &d->acts);
+    if (daemon_apply(d) < 0)
+        event_base_loopexit(d->base, NULL);
+}
+
+static void daemon_on_poll(evutil_socket_t fd, short what, void *arg)
+{
+    daemon_poll_adopted(arg);
+}
+
+/* One daemon per state directory: an flock held for the daemon's life. */
+static int daemon_lock(const char *home)
+{
+    char *path = paths_join(home, "daemon.lock");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    free(path);
+    if (fd < 0)
+        return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        close(fd);
+        return -1;
+    }
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) == 0 && write(fd, buf, (size_t)n) < 0) {
+        /* the pid in the lock file is informational only */
+    }
+    return fd;
+}
+
+static int daemon_machine(struct daemon *d, char **err)
+{
+    const char *why;
+    long long v;
+    uint64_t mem;
+    if (gpu_detect(&d->gpus, err) < 0)
+        return -1;
+    const char *cpus = getenv("DROVER_FAKE_CPUS");
+    d->cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus && *cpus) {
+        if (parse_int(cpus, 1, 100000, &v, &why) < 0) {
+            *err = xasprintf("DROVER_FAKE_CPUS=%s: %s", cpus, why);
+            return -1;
+        }
+        d->cpus = (int)v;
+    }
+    const char *memenv = getenv("DROVER_FAKE_MEM");
+    d->mem = (unsigned long long)sysconf(_SC_PHYS_PAGES) * (unsigned long long)sysconf(_SC_PAGESIZE);
+    if (memenv && *memenv) {
+        if (parse_size(memenv, &mem, &why) < 0) {
+            *err = xasprintf("DROVER_FAKE_MEM=%s: %s", memenv, why);
+            return -1;
+        }
+        d->mem = mem;
+    }
+    struct core_node node = {.ngpus = d->gpus.count, .cpus = d->cpus, .mem = d->mem};
+    for (int i = 0; i < d->gpus.count; i++)
+        node.gpu_mem[i] = d->gpus.gpu[i].mem_total;
+    core_set_nodes(d->core, &node, 1);
+    return 0;
+}
+
+static int daemon_options(int argc, char **argv, struct core_policy *policy, struct daemon *d)
+{
+    const char *why;
+    for (int i = 1; i < argc; i++) {
+        int64_t ms;
+        if (i + 1 < argc && strcmp(argv[i], "--aging") == 0) {
+            if (strcmp(argv[i + 1], "off") == 0)
+                policy->aging_ms = 0;
+            else if (parse_duration(argv[i + 1], &ms, &why) == 0)
+                policy->aging_ms = ms;
+            else
+                goto bad;
+            i++;
+        } else if (i + 1 < argc && strcmp(argv[i], "--grace") == 0) {
+            if (parse_duration(argv[i + 1], &ms, &why) < 0)
+                goto bad;
+            d->grace_ms = ms;
+            i++;
+        } else {
+            fprintf(stderr, "drover daemon: unknown option '%s' (usage: drover daemon"
+                            " [--aging DURATION|off] [--grace DURATION])\n", argv[i]);
+            return -1;
+        }
+        continue;
+bad:
+        fprintf(stderr, "drover daemon: %s '%s': %s\n", argv[i], argv[i + 1], why);
+        return -1;
+    }
+    return 0;
+}
+
+static void daemon_events(struct daemon *d)
+{
+    d->kick = event_new(d->base, -1, 0, daemon_on_kick, d);
+    d->wakeup = event_new(d->base, -1, 0, daemon_on_kick, d);
+    d->poll = event_new(d->base, -1, EV_PERSIST, daemon_on_poll, d);
+    struct timeval every = {0, 200000};
+    event_add(d->poll, &every);
+    d->sigchld = evsignal_new(d->base, SIGCHLD, daemon_on_signal, d);
+    d->sigterm = evsignal_new(d->base, SIGTERM, daemon_on_signal, d);
+    d->sigint = evsignal_new(d->base, SIGINT, daemon_on_signal, d);
+    event_add(d->sigchld, NULL);
+    event_add(d->sigterm, NULL);
+    event_add(d->sigint, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static void daemon_free(struct daemon *d)
+{
+    event_free(d->kick);
+    event_free(d->wakeup);
+    event_free(d->poll);
+    event_free(d->sigchld);
+    event_free(d->sigterm);
+    event_free(d->sigint);
+    while (d->runs) {
+        struct run *r = d->runs;
+        d->runs = r->next;
+        free(r->run_dir);
+        free(r);
+    }
+    core_actions_free(&d->acts);
+    core_free(d->core);
+    store_close(d->store);
+    event_base_free(d->base);
+    free(d->self_exe);
+    free(d->home);
+}
+
+int daemon_main(int argc, char **argv)
+{
+    struct daemon d = {.grace_ms = 10000};
+    struct core_policy policy = core_policy_default();
+    char *err = NULL;
+    if (daemon_options(argc, argv, &policy, &d) < 0)
+        return 2;
+    d.home = paths_home();
+    char *runs = paths_join(d.home, "runs");
+    if (paths_mkdir_p(d.home) < 0 || paths_mkdir_p(runs) < 0) {
+        fprintf(stderr, "drover daemon: cannot create %s: %s\n", d.home, strerror(errno));
+        return 1;
+    }
+    free(runs);
+    int lock = daemon_lock(d.home);
+    if (lock < 0) {
+        fprintf(stderr, "drover daemon: another daemon is running for %s\n", d.home);
+        free(d.home);
+        return 1;
+    }
+    d.self_exe = realpath("/proc/self/exe", NULL);
+    d.core = core_new(&policy);
+    char *dbpath = paths_join(d.home, "drover.db");
+    d.store = store_open(dbpath, &err);
+    free(dbpath);
+    d.base = event_base_new();
+    if (d.store == NULL || daemon_machine(&d, &err) < 0)
+        goto fail;
+    daemon_events(&d);
+    char *sock = paths_join(d.home, "drover.sock");
+    int rc = daemon_restore(&d, &err) < 0 ? -1 : server_listen(&d, sock, &err);
+    if (rc < 0) {
+        free(sock);
+        goto fail;
+    }
+    fprintf(stderr, "drover daemon: serving %s (pid %d, %d GPUs from %s, %d CPUs)\n", sock,
+            (int)getpid(), d.gpus.count, d.gpus.source, d.cpus);
+    daemon_kick(&d);
+    event_base_dispatch(d.base);
+    server_close(&d);
+    unlink(sock);
+    free(sock);
+    daemon_free(&d);
+    close(lock);
+    return 0;
+fail:
+    fprintf(stderr, "drover daemon: %s\n", err ? err : "cannot start");
+    free(err);
+    if (d.sigchld)
+        daemon_free(&d);
+    else {
+        core_free(d.core);
+        store_close(d.store);
+        if (d.base)
+            event_base_free(d.base);
+        free(d.home);
+        free(d.self_exe);
+    }
+    close(lock);
+    return 1;
+}

@@ -1,0 +1,324 @@
+/* submit, retry and gpus: the operations that build tasks or read the machine. */
+#include "daemon/ops.h"
+#include "util/parse.h"
+#include "util/xalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SUBMIT_MAX_ARRAY 100000
+
+/* Everything a submit request carries, checked. */
+struct submit {
+    struct task_record rec;
+    struct core_dep *deps;
+    json_t *array;     /* array of indices, or NULL */
+    json_t *reply_err;
+};
+
+static int submit_string(json_t *req, const char *key, const char **out, json_t **err)
+{
+    json_t *v = json_object_get(req, key);
+    *out = NULL;
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 4096) {
+        *err = reply_error(2, "'%s' must be a non-empty string", key);
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int submit_command(json_t *req, struct submit *s)
+{
+    json_t *cmd = json_object_get(req, "command"), *e;
+    size_t i;
+    if (!json_is_array(cmd) || json_array_size(cmd) == 0) {
+        s->reply_err = reply_error(2, "empty command: give one after --");
+        return -1;
+    }
+    json_array_foreach(cmd, i, e) {
+        if (!json_is_string(e) || (i == 0 && json_string_length(e) == 0)) {
+            s->reply_err = reply_error(2, "the command must be an array of strings");
+            return -1;
+        }
+    }
+    s->rec.command = cmd;
+    json_t *env = json_object_get(req, "env"), *val;
+    const char *k;
+    if (env == NULL)
+        env = json_object();
+    else if (!json_is_object(env))
+        goto badenv;
+    else
+        json_incref(env);
+    s->rec.env = env;
+    json_object_foreach(env, k, val) {
+        if (!json_is_string(val) || *k == '\0' || strchr(k, '='))
+            goto badenv;
+    }
+    return 0;
+badenv:
+    s->reply_err = reply_error(2, "'env' must map variable names to strings");
+    return -1;
+}
+
+static int submit_request(struct daemon *d, json_t *req, struct submit *s)
+{
+    struct core_task_spec *sp = &s->rec.spec;
+    long long v[8];
+    json_t **err = &s->reply_err;
+    if (ops_get_int(req, "gpus", 0, CORE_MAX_NODE_GPUS, 0, &v[0], err) < 0 ||
+        ops_get_int(req, "gpu_mem", 0, INT64_MAX, 0, &v[1], err) < 0 ||
+        ops_get_int(req, "cpus", 0, 1000000, 0, &v[2], err) < 0 ||
+        ops_get_int(req, "mem", 0, INT64_MAX, 0, &v[3], err) < 0 ||
+        ops_get_int(req, "timeout_ms", 0, INT64_MAX / 4, 0, &v[4], err) < 0 ||
+        ops_get_int(req, "priority", -1000000, 1000000, 0, &v[5], err) < 0 ||
+        ops_get_int(req, "retries", 0, 1000, 0, &v[6], err) < 0)
+        return -1;
+    sp->req = (struct core_request){.gpus = (int)v[0], .gpu_mem = (uint64_t)v[1],
+                                    .cpus = (int)v[2], .mem = (uint64_t)v[3],
+                                    .time_limit = v[4]};
+    sp->priority = (int)v[5];
+    sp->max_retries = (int)v[6];
+    if (sp->req.gpu_mem > 0 && sp->req.gpus == 0)
+        sp->req.gpus = 1; /* --gpu-mem alone asks for one shared GPU */
+    const char *why;
+    if (core_check_request(d->core, &sp->req, &why) < 0) {
+        *err = reply_error(2, "%s", why);
+        return -1;
+    }
+    json_t *backoff = json_object_get(req, "backoff"), *e;
+    size_t i;
+    if (backoff && !json_is_null(backoff)) {
+        if (!json_is_array(backoff) || json_array_size(backoff) == 0 ||
+            json_array_size(backoff) > CORE_MAX_BACKOFF)
+            goto badbackoff;
+        json_array_foreach(backoff, i, e) {
+            if (!json_is_integer(e) || json_integer_value(e) < 0)
+                goto badbackoff;
+            sp->backoff[sp->nbackoff++] = json_integer_value(e);
+        }
+    }
+    sp->hold = json_is_true(json_object_get(req, "hold"));
+    return 0;
+badbackoff:
+    *err = reply_error(2, "'backoff' must be 1 to %d non-negative millisecond values",
+                       CORE_MAX_BACKOFF);
+    return -1;
+}
+
+static int submit_deps(struct daemon *d, json_t *req, struct submit *s)
+{
+    int64_t *ok, *any;
+    size_t nok, nany;
+    if (ops_get_ids(req, "after", &ok, &nok, &s->reply_err) < 0)
+        return -1;
+    if (ops_get_ids(req, "after_any", &any, &nany, &s->reply_err) < 0) {
+        free(ok);
+        return -1;
+    }
+    s->deps = xcalloc(nok + nany + 1, sizeof *s->deps);
+    for (size_t i = 0; i < nok + nany; i++) {
+        int64_t id = i < nok ? ok[i] : any[i - nok];
+        int live = core_task_state(d->core, id), state = ops_task_state(d, id);
+        if (state < 0) {
+            s->reply_err = reply_error(2, "unknown task id %lld in --%s", (long long)id,
+                                       i < nok ? "after" : "after-any");
+            break;
+        }
+        s->deps[i] = (struct core_dep){id, i < nok ? DEP_AFTER_OK : DEP_AFTER_ANY,
+                                       live >= 0 ? -1 : state};
+    }
+    s->rec.spec.deps = s->deps;
+    s->rec.spec.ndeps = nok + nany;
+    free(ok);
+    free(any);
+    return s->reply_err ? -1 : 0;
+}
+
+static int submit_array(json_t *req, struct submit *s)
+{
+    json_t *a = json_object_get(req, "array"), *idx, *e;
+    size_t i;
+    long long limit;
+    if (a == NULL || json_is_null(a))
+        return 0;
+    idx = json_object_get(a, "index");
+    if (!json_is_object(a) || !json_is_array(idx) || json_array_size(idx) == 0 ||
+        json_array_size(idx) > SUBMIT_MAX_ARRAY)
+        goto bad;
+    json_array_foreach(idx, i, e) {
+        if (!json_is_integer(e) || json_integer_value(e) < 0)
+            goto bad;
+    }
+    if (ops_get_int(a, "limit", 0, 1000000, 0, &limit, &s->reply_err) < 0)
+        return -1;
+    s->array = idx;
+    s->rec.spec.array_limit = (int)limit;
+    return 0;
+bad:
+    s->reply_err = reply_error(2, "'array' must be {\"index\": [0, 1, ...], \"limit\": N}"
+                                  " with at most %d indices", SUBMIT_MAX_ARRAY);
+    return -1;
+}
+
+static json_t *submit_ids_reply(struct daemon *d, int64_t first, size_t n, bool existing)
+{
+    json_t *ids = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(ids, json_integer(first + (json_int_t)i));
+    return json_pack("{s:b,s:I,s:o,s:b}", "ok", 1, "id", (json_int_t)first, "ids", ids,
+                     "existing", existing);
+}
+
+/* Inserts every task of the submission in one transaction: durable before anyone hears. */
+static int submit_store(struct daemon *d, struct submit *s, size_t count, int64_t *first)
+{
+    store_begin(d->store);
+    for (size_t i = 0; i < count; i++) {
+        s->rec.array_index = s->array ? json_integer_value(json_array_get(s->array, i)) : -1;
+        if (i > 0)
+            s->rec.key = NULL; /* the key names the whole submission, held by its first task */
+        if (store_insert_task(d->store, &s->rec) < 0) {
+            store_rollback(d->store);
+            return -1;
+        }
+        if (i == 0)
+            *first = s->rec.spec.id;
+    }
+    if ((s->array && store_set_array(d->store, *first, *first + (int64_t)count - 1) < 0) ||
+        store_commit(d->store) < 0) {
+        store_rollback(d->store);
+        return -1;
+    }
+    return 0;
+}
+
+json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
+{
+    struct submit s;
+    memset(&s, 0, sizeof s);
+    json_t *reply = NULL;
+    if (submit_string(req, "name", &s.rec.name, &s.reply_err) < 0 ||
+        submit_string(req, "key", &s.rec.key, &s.reply_err) < 0 ||
+        submit_string(req, "workdir", &s.rec.workdir, &s.reply_err) < 0 ||
+        submit_command(req, &s) < 0 || submit_request(d, req, &s) < 0 ||
+        submit_array(req, &s) < 0)
+        goto out;
+    if (s.rec.workdir == NULL || s.rec.workdir[0] != '/') {
+        s.reply_err = reply_error(2, "'workdir' must be an absolute path");
+        goto out;
+    }
+    size_t count = s.array ? json_array_size(s.array) : 1;
+    int64_t first = s.rec.key ? store_find_key(d->store, s.rec.key) : 0;
+    if (first > 0) {
+        reply = submit_ids_reply(d, first, count, true);
+        goto out;
+    }
+    if (submit_deps(d, req, &s) < 0)
+        goto out;
+    s.rec.spec.submit_time = daemon_now();
+    if (submit_store(d, &s, count, &first) < 0) {
+        s.reply_err = reply_error(1, "cannot store the task: %s", store_error(d->store));
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        s.rec.spec.id = first + (int64_t)i;
+        s.rec.spec.array_id = s.array ? first : 0;
+        if (core_submit(d->core, &s.rec.spec, s.rec.spec.submit_time, &d->acts) < 0)
+            fatalx("core refused task %lld that the store accepted", (long long)s.rec.spec.id);
+    }
+    if (daemon_apply(d) < 0)
+        reply = reply_error(1, "the daemon could not commit the task's state");
+    else
+        reply = submit_ids_reply(d, first, count, false);
+    daemon_kick(d);
+out:
+    json_decref(s.rec.env);
+    free(s.deps);
+    return reply ? reply : s.reply_err;
+}
+
+/* Brings one ended task back with a fresh retry budget. */
+static int retry_one(struct daemon *d, int64_t id)
+{
+    struct core_task_spec spec;
+    struct core_dep *deps = NULL;
+    if (store_reset_for_retry(d->store, id, daemon_now()) < 0 ||
+        store_task_spec(d->store, id, &spec, &deps) < 0)
+        return -1;
+    for (size_t i = 0; i < spec.ndeps; i++)
+        if (core_task_state(d->core, deps[i].id) >= 0)
+            deps[i].state = -1; /* revived in this same retry */
+    spec.retry_base = spec.attempts;
+    int rc = core_submit(d->core, &spec, daemon_now(), &d->acts);
+    free(deps);
+    return rc;
+}
+
+/* drover retry ID: the task runs again, and so does every task that became upstream_failed
+ * because of it (transitively), so fixing a failed preprocessing step revives the pipeline. */
+json_t *op_retry(struct daemon *d, struct conn *c, json_t *req)
+{
+    long long id;
+    json_t *err;
+    if (ops_get_int(req, "id", 1, INT64_MAX, 0, &id, &err) < 0)
+        return err;
+    int state = ops_task_state(d, id);
+    if (state < 0)
+        return reply_error(2, "no task %lld", id);
+    if (core_task_state(d->core, id) >= 0)
+        return reply_error(1, "task %lld has not ended (%s): nothing to retry", id,
+                           task_state_name(state));
+    int64_t *queue = xmalloc(sizeof *queue);
+    size_t n = 1, cap = 1, revived = 0;
+    queue[0] = id;
+    store_begin(d->store);
+    for (size_t i = 0; i < n; i++) {
+        int64_t *more;
+        size_t nmore;
+        if (core_task_state(d->core, queue[i]) >= 0)
+            continue;
+        if (retry_one(d, queue[i]) < 0 ||
+            store_upstream_failed_dependents(d->store, queue[i], &more, &nmore) < 0) {
+            store_rollback(d->store);
+            free(queue);
+            return reply_error(1, "cannot retry task %lld: %s", id, store_error(d->store));
+        }
+        revived++;
+        xgrow((void **)&queue, &cap, n + nmore, sizeof *queue);
+        memcpy(queue + n, more, nmore * sizeof *more);
+        n += nmore;
+        free(more);
+    }
+    free(queue);
+    if (store_commit(d->store) < 0 || daemon_apply(d) < 0)
+        return reply_error(1, "the daemon could not commit the retry");
+    daemon_kick(d);
+    return json_pack("{s:b,s:I}", "ok", 1, "revived", (json_int_t)revived);
+}
+
+json_t *op_gpus(struct daemon *d, struct conn *c, json_t *req)
+{
+    json_t *list = json_array();
+    for (int g = 0; g < d->gpus.count; g++) {
+        const struct gpu_info *gi = &d->gpus.gpu[g];
+        struct core_gpu_usage u;
+        core_gpu_usage(d->core, 0, g, &u);
+        json_t *tasks = json_array();
+        for (struct run *r = d->runs; r; r = r->next)
+            for (int i = 0; i < r->placement.ngpus; i++)
+                if (r->placement.gpu[i] == g)
+                    json_array_append_new(tasks, json_integer(r->task));
+        json_array_append_new(
+            list, json_pack("{s:i,s:s,s:s,s:I,s:I,s:b,s:o}", "index", gi->index, "name",
+                            gi->name, "uuid", gi->uuid, "mem_total", (json_int_t)gi->mem_total,
+                            "mem_claimed", (json_int_t)u.mem_claimed, "exclusive", u.exclusive,
+                            "tasks", tasks));
+    }
+    return json_pack("{s:b,s:s,s:o,s:i,s:I}", "ok", 1, "source", d->gpus.source, "gpus", list,
+                     "cpus", d->cpus, "mem", (json_int_t)d->mem);
+}

@@ -1,0 +1,295 @@
+/* The daemon's operations: one handler per request "op", behind a table. Every argument is
+ * type-checked here; a bad one gets an error reply (code 2) and changes nothing. */
+#include "daemon/daemon.h"
+#include "util/proto.h"
+#include "util/xalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/ops.h"
+
+struct waiter {
+    struct conn *conn;
+    int64_t *ids;
+    size_t n, next; /* ids[0..next) have ended */
+    struct waiter *link;
+};
+
+/* The state of any task, live or ended; -1 if there is no such task. */
+int ops_task_state(struct daemon *d, int64_t id)
+{
+    int s = core_task_state(d->core, id);
+    return s >= 0 ? s : store_task_state(d->store, id);
+}
+
+/* Reads an array of positive task ids from req[key] (absent = empty). */
+int ops_get_ids(json_t *req, const char *key, int64_t **ids, size_t *n, json_t **err)
+{
+    json_t *v = json_object_get(req, key), *e;
+    size_t i;
+    *ids = NULL;
+    *n = 0;
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_array(v)) {
+        *err = reply_error(2, "'%s' must be an array of task ids", key);
+        return -1;
+    }
+    *ids = xcalloc(json_array_size(v) + 1, sizeof **ids);
+    json_array_foreach(v, i, e) {
+        if (!json_is_integer(e) || json_integer_value(e) <= 0) {
+            free(*ids);
+            *ids = NULL;
+            *err = reply_error(2, "'%s' must be an array of task ids", key);
+            return -1;
+        }
+        (*ids)[(*n)++] = json_integer_value(e);
+    }
+    return 0;
+}
+
+/* Reads req[key] as an integer in [min, max]; absent = def. */
+int ops_get_int(json_t *req, const char *key, long long min, long long max, long long def,
+                long long *out, json_t **err)
+{
+    json_t *v = json_object_get(req, key);
+    if (v == NULL || json_is_null(v)) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        *err = reply_error(2, "'%s' must be a whole number from %lld to %lld", key, min, max);
+        return -1;
+    }
+    *out = json_integer_value(v);
+    return 0;
+}
+
+static json_t *op_ping(struct daemon *d, struct conn *c, json_t *req)
+{
+    return json_pack("{s:b,s:i,s:i,s:s,s:b}", "ok", 1, "pid", (int)getpid(), "gpus",
+                     d->gpus.count, "home", d->home, "draining", core_draining(d->core));
+}
+
+static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
+{
+    json_t *state = json_object_get(req, "state");
+    if (state && !json_is_null(state) &&
+        (!json_is_string(state) || task_state_parse(json_string_value(state)) < 0))
+        return reply_error(2, "unknown state '%s' (one of held, pending, queued, running,"
+                              " retrying, succeeded, failed, timed_out, cancelled,"
+                              " upstream_failed)",
+                           json_is_string(state) ? json_string_value(state) : "?");
+    json_t *tasks = store_list_json(d->store, state ? json_string_value(state) : NULL,
+                                    json_is_true(json_object_get(req, "all")), daemon_now());
+    return json_pack("{s:b,s:o}", "ok", 1, "tasks", tasks);
+}
+
+static json_t *op_show(struct daemon *d, struct conn *c, json_t *req)
+{
+    long long id;
+    json_t *err;
+    if (ops_get_int(req, "id", 1, INT64_MAX, 0, &id, &err) < 0)
+        return err;
+    json_t *task = store_task_json(d->store, id);
+    if (task == NULL)
+        return reply_error(2, "no task %lld", id);
+    return json_pack("{s:b,s:o}", "ok", 1, "task", task);
+}
+
+typedef int (*core_user_fn)(struct core *, int64_t, core_time, struct core_actions *,
+                            const char **);
+
+/* cancel, hold and release: all ids must exist; each is applied in turn. */
+static json_t *op_each(struct daemon *d, json_t *req, core_user_fn fn, const char *verb)
+{
+    int64_t *ids;
+    size_t n;
+    json_t *err = NULL;
+    if (ops_get_ids(req, "ids", &ids, &n, &err) < 0)
+        return err;
+    if (n == 0) {
+        free(ids);
+        return reply_error(2, "no task ids given");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ops_task_state(d, ids[i]) < 0) {
+            err = reply_error(2, "no task %lld", (long long)ids[i]);
+            free(ids);
+            return err;
+        }
+    }
+    json_t *failures = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const char *why = NULL;
+        int state = core_task_state(d->core, ids[i]);
+        if (state < 0 || task_state_terminal(state)) {
+            state = ops_task_state(d, ids[i]);
+            json_array_append_new(failures, json_sprintf("cannot %s task %lld: it has already"
+                                                         " ended (%s)", verb,
+                                                         (long long)ids[i],
+                                                         task_state_name(state)));
+        } else if (fn(d->core, ids[i], daemon_now(), &d->acts, &why) < 0) {
+            json_array_append_new(failures, json_sprintf("cannot %s task %lld: %s", verb,
+                                                         (long long)ids[i], why));
+        }
+    }
+    free(ids);
+    if (daemon_apply(d) < 0)
+        return reply_error(1, "the daemon could not commit the change");
+    daemon_kick(d);
+    if (json_array_size(failures) > 0) {
+        char *msg = xstrdup(json_string_value(json_array_get(failures, 0)));
+        json_decref(failures);
+        err = reply_error(1, "%s", msg);
+        free(msg);
+        return err;
+    }
+    json_decref(failures);
+    return reply_ok();
+}
+
+static json_t *op_cancel(struct daemon *d, struct conn *c, json_t *req)
+{
+    return op_each(d, req, core_cancel, "cancel");
+}
+
+static json_t *op_hold(struct daemon *d, struct conn *c, json_t *req)
+{
+    return op_each(d, req, core_hold, "hold");
+}
+
+static json_t *op_release(struct daemon *d, struct conn *c, json_t *req)
+{
+    return op_each(d, req, core_release, "release");
+}
+
+static json_t *op_drain(struct daemon *d, struct conn *c, json_t *req)
+{
+    bool on = !json_is_false(json_object_get(req, "on"));
+    core_set_drain(d->core, on);
+    if (!on)
+        daemon_kick(d);
+    return reply_ok();
+}
+
+static json_t *op_shutdown(struct daemon *d, struct conn *c, json_t *req)
+{
+    d->stopping = true;
+    return reply_ok();
+}
+
+/* ---- wait -------------------------------------------------------------------------------- */
+
+static bool waiter_done(struct daemon *d, struct waiter *w)
+{
+    while (w->next < w->n) {
+        int s = ops_task_state(d, w->ids[w->next]);
+        if (s >= 0 && !task_state_terminal(s))
+            return false;
+        if (s >= 0 && core_task_state(d->core, w->ids[w->next]) >= 0)
+            return false; /* ended, but its attempt is still being stopped */
+        w->next++;
+    }
+    return true;
+}
+
+static json_t *waiter_reply(struct daemon *d, struct waiter *w)
+{
+    json_t *tasks = json_array();
+    bool all = true;
+    for (size_t i = 0; i < w->n; i++) {
+        int s = ops_task_state(d, w->ids[i]);
+        all &= s == TASK_SUCCEEDED;
+        json_array_append_new(tasks, json_pack("{s:I,s:s}", "id", (json_int_t)w->ids[i],
+                                               "state", s >= 0 ? task_state_name(s) : "?"));
+    }
+    return json_pack("{s:b,s:o,s:b}", "ok", 1, "tasks", tasks, "all_succeeded", all);
+}
+
+static json_t *op_wait(struct daemon *d, struct conn *c, json_t *req)
+{
+    struct waiter *w = xcalloc(1, sizeof *w);
+    json_t *err = NULL;
+    if (ops_get_ids(req, "ids", &w->ids, &w->n, &err) < 0 || w->n == 0) {
+        free(w->ids);
+        free(w);
+        return err ? err : reply_error(2, "no task ids given");
+    }
+    for (size_t i = 0; i < w->n; i++) {
+        if (ops_task_state(d, w->ids[i]) < 0) {
+            err = reply_error(2, "no task %lld", (long long)w->ids[i]);
+            free(w->ids);
+            free(w);
+            return err;
+        }
+    }
+    if (waiter_done(d, w)) {
+        json_t *r = waiter_reply(d, w);
+        free(w->ids);
+        free(w);
+        return r;
+    }
+    w->conn = c;
+    w->link = d->waiters;
+    d->waiters = w;
+    return NULL;
+}
+
+void ops_notify_waiters(struct daemon *d)
+{
+    for (struct waiter **p = &d->waiters; *p;) {
+        struct waiter *w = *p;
+        if (!waiter_done(d, w)) {
+            p = &w->link;
+            continue;
+        }
+        *p = w->link;
+        server_reply(w->conn, waiter_reply(d, w));
+        free(w->ids);
+        free(w);
+    }
+}
+
+void ops_drop_conn(struct daemon *d, struct conn *c)
+{
+    for (struct waiter **p = &d->waiters; *p;) {
+        struct waiter *w = *p;
+        if (w->conn != c) {
+            p = &w->link;
+            continue;
+        }
+        *p = w->link;
+        free(w->ids);
+        free(w);
+    }
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+
+static const struct op_entry {
+    const char *name;
+    json_t *(*fn)(struct daemon *, struct conn *, json_t *);
+} ops_table[] = {
+    {"ping", op_ping},         {"submit", op_submit},   {"ls", op_ls},
+    {"show", op_show},         {"cancel", op_cancel},   {"retry", op_retry},
+    {"hold", op_hold},         {"release", op_release}, {"wait", op_wait},
+    {"gpus", op_gpus},         {"drain", op_drain},     {"shutdown", op_shutdown},
+};
+
+json_t *ops_dispatch(struct daemon *d, struct conn *c, json_t *req)
+{
+    json_t *v = json_object_get(req, "v"), *op = json_object_get(req, "op");
+    if (!json_is_integer(v) || json_integer_value(v) != PROTO_VERSION)
+        return reply_error(2, "unsupported protocol version (this daemon speaks %d)",
+                           PROTO_VERSION);
+    if (!json_is_string(op))
+        return reply_error(2, "request has no 'op'");
+    for (size_t i = 0; i < sizeof ops_table / sizeof ops_table[0]; i++)
+        if (strcmp(ops_table[i].name, json_string_value(op)) == 0)
+            return ops_table[i].fn(d, c, req);
+    return reply_error(2, "unknown request '%s'", json_string_value(op));
+}

@@ -1,0 +1,273 @@
+/* Carrying out core's decisions: commit, then spawn or signal; and feeding attempt ends back. */
+#include "daemon/daemon.h"
+#include "exec/exec.h"
+#include "util/paths.h"
+#include "util/parse.h"
+#include "util/xalloc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+core_time daemon_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (core_time)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void daemon_kick(struct daemon *d)
+{
+    event_active(d->kick, 0, 0);
+}
+
+static struct run *run_find_task(struct daemon *d, int64_t task)
+{
+    for (struct run *r = d->runs; r; r = r->next)
+        if (r->task == task)
+            return r;
+    return NULL;
+}
+
+static const struct attempt_end *end_for_task(const struct daemon *d, int64_t task)
+{
+    for (size_t i = d->nends; i-- > 0;)
+        if (d->ends[i].task == task)
+            return &d->ends[i];
+    return NULL;
+}
+
+/* The human reason for a state change; attempt details come from the attempt that ended. */
+static const char *apply_reason(struct daemon *d, const struct core_action *act, char *buf,
+                                size_t len)
+{
+    const struct attempt_end *end = end_for_task(d, act->task);
+    char when[32];
+    switch (act->reason) {
+    case CORE_REASON_UPSTREAM:
+        snprintf(buf, len, "dependency %lld did not succeed", (long long)act->reason_task);
+        return buf;
+    case CORE_REASON_CANCELLED:
+        return "cancelled by user";
+    case CORE_REASON_HELD:
+        return "held by user";
+    case CORE_REASON_RETRY:
+        return "retried by user";
+    case CORE_REASON_EXIT_CODE:
+    case CORE_REASON_SIGNAL:
+    case CORE_REASON_TIMEOUT:
+    case CORE_REASON_EXEC_ERROR:
+    case CORE_REASON_LOST:
+        if (end == NULL)
+            return NULL;
+        if (act->state == TASK_RETRYING) {
+            snprintf(buf, len, "attempt %d: %s; retrying in %s", end->attempt, end->reason,
+                     format_duration(act->at - daemon_now(), when, sizeof when));
+            return buf;
+        }
+        snprintf(buf, len, "attempt %d: %s", end->attempt, end->reason);
+        return buf;
+    default:
+        return NULL;
+    }
+}
+
+static char *run_dir_for(struct daemon *d, int64_t task, int attempt)
+{
+    return xasprintf("%s/runs/%lld/%d", d->home, (long long)task, attempt);
+}
+
+static int apply_commit(struct daemon *d, const struct core_actions *acts, core_time now)
+{
+    char buf[512];
+    store_begin(d->store);
+    for (size_t i = 0; i < d->nends; i++) {
+        const struct attempt_end *e = &d->ends[i];
+        int rc = e->discard ? store_attempt_discard(d->store, e->task, e->attempt)
+                            : store_attempt_end(d->store, e->task, e->attempt, e->start,
+                                                e->end, e->exit_code, e->signal, e->outcome,
+                                                e->reason);
+        if (rc < 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < acts->n; i++) {
+        const struct core_action *a = &acts->v[i];
+        int rc = 0;
+        if (a->type == CORE_ACT_STATE) {
+            rc = store_set_state(d->store, a, apply_reason(d, a, buf, sizeof buf), now);
+        } else if (a->type == CORE_ACT_START) {
+            char *dir = run_dir_for(d, a->task, a->attempt);
+            rc = store_attempt_start(d->store, a->task, a->attempt, now, &a->placement, dir);
+            free(dir);
+        }
+        if (rc < 0)
+            goto fail;
+    }
+    if (store_commit(d->store) < 0)
+        goto fail_committed;
+    d->nends = 0;
+    return 0;
+fail:
+    store_rollback(d->store);
+fail_committed:
+    fprintf(stderr, "drover daemon: cannot commit state: %s; stopping (a restart recovers)\n",
+            store_error(d->store));
+    return -1;
+}
+
+/* Builds the attempt's environment: the submitter's, then drover's own variables. */
+static char **spawn_env(struct daemon *d, json_t *env, const struct core_action *a,
+                        json_int_t array_index, const char *ckpt)
+{
+    size_t n = json_object_size(env), i = 0;
+    char **v = xcalloc(n + 8, sizeof *v);
+    const char *k;
+    json_t *val;
+    static const char *const ours[] = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                                       "DROVER_TASK_ID", "DROVER_ATTEMPT",
+                                       "DROVER_CHECKPOINT_DIR", "DROVER_ARRAY_INDEX"};
+    json_object_foreach(env, k, val) {
+        bool skip = false;
+        for (size_t j = 0; j < sizeof ours / sizeof ours[0]; j++)
+            skip |= strcmp(k, ours[j]) == 0;
+        if (!skip && json_is_string(val))
+            v[i++] = xasprintf("%s=%s", k, json_string_value(val));
+    }
+    char gpus[CORE_MAX_NODE_GPUS * 4] = "";
+    for (int g = 0; g < a->placement.ngpus; g++) {
+        size_t len = strlen(gpus);
+        snprintf(gpus + len, sizeof gpus - len, "%s%d", g ? "," : "", a->placement.gpu[g]);
+    }
+    v[i++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", gpus);
+    v[i++] = xstrdup("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+    v[i++] = xasprintf("DROVER_TASK_ID=%lld", (long long)a->task);
+    v[i++] = xasprintf("DROVER_ATTEMPT=%d", a->attempt);
+    v[i++] = xasprintf("DROVER_CHECKPOINT_DIR=%s", ckpt);
+    if (array_index >= 0)
+        v[i++] = xasprintf("DROVER_ARRAY_INDEX=%lld", (long long)array_index);
+    return v;
+}
+
+static void strv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+struct run *run_add(struct daemon *d, int64_t task, int attempt, pid_t pid, bool child,
+                    char *run_dir, core_time start, const struct core_placement *placement)
+{
+    struct run *r = xcalloc(1, sizeof *r);
+    r->task = task;
+    r->attempt = attempt;
+    r->pid = pid;
+    r->child = child;
+    r->run_dir = run_dir;
+    r->start = start;
+    r->placement = *placement;
+    r->next = d->runs;
+    d->runs = r;
+    return r;
+}
+
+static void spawn_failed(struct daemon *d, const struct core_action *a, const char *why)
+{
+    struct attempt_end *e;
+    xgrow((void **)&d->ends, &d->ends_cap, d->nends + 1, sizeof *d->ends);
+    e = &d->ends[d->nends++];
+    memset(e, 0, sizeof *e);
+    e->task = a->task;
+    e->attempt = a->attempt;
+    e->end = daemon_now();
+    e->exit_code = -1;
+    e->outcome = "lost";
+    snprintf(e->reason, sizeof e->reason, "could not start: %s", why);
+    core_attempt_exited(d->core, a->task, CORE_OUTCOME_LOST, e->end, &d->acts);
+}
+
+static void spawn_attempt(struct daemon *d, const struct core_action *a, core_time now)
+{
+    json_t *info = store_task_exec_info(d->store, a->task);
+    char *dir = run_dir_for(d, a->task, a->attempt), *err = NULL;
+    char *ckpt = xasprintf("%s/checkpoints/%lld", d->home, (long long)a->task);
+    json_t *cmd = json_object_get(info, "command");
+    char **argv = xcalloc(json_array_size(cmd) + 1, sizeof *argv);
+    for (size_t i = 0; i < json_array_size(cmd); i++)
+        argv[i] = xstrdup(json_string_value(json_array_get(cmd, i)));
+    char **env = spawn_env(d, json_object_get(info, "env"), a,
+                           json_integer_value(json_object_get(info, "array_index")), ckpt);
+    struct exec_spec spec = {
+        .task_id = a->task,
+        .attempt = a->attempt,
+        .argv = argv,
+        .env = env,
+        .workdir = json_string_value(json_object_get(info, "workdir")),
+        .run_dir = dir,
+        .timeout_ms = json_integer_value(json_object_get(info, "timeout_ms")),
+        .grace_ms = d->grace_ms,
+    };
+    pid_t pid;
+    if (paths_mkdir_p(ckpt) < 0)
+        err = xasprintf("cannot create %s: %s", ckpt, strerror(errno));
+    if (err == NULL && exec_start(&spec, &pid, &err) == 0) {
+        run_add(d, a->task, a->attempt, pid, true, dir, now, &a->placement);
+        dir = NULL;
+    } else {
+        spawn_failed(d, a, err);
+    }
+    free(err);
+    free(dir);
+    free(ckpt);
+    strv_free(argv);
+    strv_free(env);
+    json_decref(info);
+}
+
+static void apply_wakeup(struct daemon *d, core_time now)
+{
+    core_time at = core_next_wakeup(d->core);
+    event_del(d->wakeup);
+    if (at == CORE_TIME_NEVER)
+        return;
+    int64_t ms = at > now ? at - now : 0;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_add(d->wakeup, &tv);
+}
+
+int daemon_apply(struct daemon *d)
+{
+    bool changed = false;
+    while (d->acts.n > 0 || d->nends > 0) {
+        struct core_actions batch = d->acts;
+        core_time now = daemon_now();
+        memset(&d->acts, 0, sizeof d->acts);
+        changed = true;
+        if (apply_commit(d, &batch, now) < 0) {
+            core_actions_free(&batch);
+            return -1;
+        }
+        for (size_t i = 0; i < batch.n; i++) {
+            const struct core_action *a = &batch.v[i];
+            if (a->type == CORE_ACT_START) {
+                spawn_attempt(d, a, now);
+            } else if (a->type == CORE_ACT_KILL) {
+                struct run *r = run_find_task(d, a->task);
+                if (r)
+                    exec_cancel(r->run_dir);
+            } else if (a->type == CORE_ACT_STATE && a->state == TASK_QUEUED) {
+                daemon_kick(d);
+            }
+        }
+        core_actions_free(&batch);
+    }
+    if (changed)
+        ops_notify_waiters(d);
+    apply_wakeup(d, daemon_now());
+    return 0;
+}

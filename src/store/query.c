@@ -1,0 +1,211 @@
+/* The read side of the store: restore iteration and the JSON views of tasks. */
+#include "store/store.h"
+#include "util/xalloc.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+sqlite3 *store_db(struct store *st);
+
+static const char *col_text(sqlite3_stmt *s, int i)
+{
+    const char *t = (const char *)sqlite3_column_text(s, i);
+    return t ? t : "";
+}
+
+static json_t *col_json(sqlite3_stmt *s, int i)
+{
+    json_t *j = json_loads(col_text(s, i), 0, NULL);
+    return j ? j : json_null();
+}
+
+static json_t *col_int_or_null(sqlite3_stmt *s, int i)
+{
+    if (sqlite3_column_type(s, i) == SQLITE_NULL)
+        return json_null();
+    return json_integer(sqlite3_column_int64(s, i));
+}
+
+static void placement_from_json(const char *text, int node, uint64_t gpu_mem,
+                                struct core_placement *pl)
+{
+    json_t *g = json_loads(text, 0, NULL);
+    memset(pl, 0, sizeof *pl);
+    pl->node = node;
+    pl->gpu_mem = gpu_mem;
+    for (size_t i = 0; i < json_array_size(g) && i < CORE_MAX_NODE_GPUS; i++)
+        pl->gpu[pl->ngpus++] = (int)json_integer_value(json_array_get(g, i));
+    json_decref(g);
+}
+
+int store_each_live(struct store *st, store_live_fn fn, void *arg)
+{
+    static const char sql[] =
+        "SELECT t.id, t.state, t.ready_time, t.retry_at, t.attempts,"
+        " a.n, a.start_ms, a.node, a.gpus, a.gpu_mem, a.run_dir FROM tasks t"
+        " LEFT JOIN attempts a ON a.task_id = t.id AND a.end_ms IS NULL"
+        " WHERE t.state NOT IN ('succeeded','failed','timed_out','cancelled','upstream_failed')"
+        " OR a.n IS NOT NULL ORDER BY t.id";
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
+        return -1;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        struct core_placement pl;
+        bool open = sqlite3_column_type(s, 5) != SQLITE_NULL;
+        memset(&pl, 0, sizeof pl);
+        if (open)
+            placement_from_json(col_text(s, 8), sqlite3_column_int(s, 7),
+                                (uint64_t)sqlite3_column_int64(s, 9), &pl);
+        fn(arg, sqlite3_column_int64(s, 0), task_state_parse(col_text(s, 1)),
+           sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3), sqlite3_column_int(s, 4),
+           open, sqlite3_column_int64(s, 6), &pl, open ? col_text(s, 10) : NULL);
+    }
+    sqlite3_finalize(s);
+    return 0;
+}
+
+int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids, size_t *n)
+{
+    static const char sql[] =
+        "SELECT t.id FROM tasks t, json_each(t.deps) d WHERE t.state = 'upstream_failed'"
+        " AND json_extract(d.value, '$[0]') = ?1";
+    sqlite3_stmt *s;
+    size_t cap = 0;
+    *ids = NULL;
+    *n = 0;
+    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        xgrow((void **)ids, &cap, *n + 1, sizeof **ids);
+        (*ids)[(*n)++] = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_finalize(s);
+    return 0;
+}
+
+#define TASK_COLUMNS                                                                          \
+    "t.id, t.name, t.state, t.reason, t.command, t.priority, t.gpus, t.gpu_mem, t.cpus,"      \
+    " t.mem, t.timeout_ms, t.retries, t.deps, t.array_id, t.array_index, t.submit_time,"      \
+    " t.end_time, t.attempts, t.idem_key, t.workdir, t.retry_at,"                             \
+    " a.gpus, a.exit_code, a.signal, a.start_ms, a.end_ms, a.run_dir"
+
+#define TASK_FROM                                                                             \
+    " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
+
+/* One task row (TASK_COLUMNS) as the documented JSON object. */
+static json_t *task_row_json(sqlite3_stmt *s)
+{
+    json_t *o = json_object(), *after = json_array(), *after_any = json_array();
+    json_t *deps = col_json(s, 12);
+    for (size_t i = 0; i < json_array_size(deps); i++) {
+        json_t *d = json_array_get(deps, i);
+        bool ok = strcmp(json_string_value(json_array_get(d, 1)), "ok") == 0;
+        json_array_append(ok ? after : after_any, json_array_get(d, 0));
+    }
+    json_decref(deps);
+    json_t *gpus = sqlite3_column_type(s, 21) == SQLITE_NULL ? json_array() : col_json(s, 21);
+    json_object_set_new(o, "id", json_integer(sqlite3_column_int64(s, 0)));
+    json_object_set_new(o, "name", sqlite3_column_type(s, 1) == SQLITE_NULL
+                                       ? json_null() : json_string(col_text(s, 1)));
+    json_object_set_new(o, "state", json_string(col_text(s, 2)));
+    json_object_set_new(o, "reason", sqlite3_column_type(s, 3) == SQLITE_NULL
+                                         ? json_null() : json_string(col_text(s, 3)));
+    json_object_set_new(o, "command", col_json(s, 4));
+    json_object_set_new(o, "priority", json_integer(sqlite3_column_int(s, 5)));
+    json_object_set_new(o, "gpus", gpus);
+    json_object_set_new(o, "request",
+                        json_pack("{s:i,s:I,s:i,s:I,s:I}", "gpus", sqlite3_column_int(s, 6),
+                                  "gpu_mem", (json_int_t)sqlite3_column_int64(s, 7), "cpus",
+                                  sqlite3_column_int(s, 8), "mem",
+                                  (json_int_t)sqlite3_column_int64(s, 9), "timeout_ms",
+                                  (json_int_t)sqlite3_column_int64(s, 10)));
+    json_object_set_new(o, "retries", json_integer(sqlite3_column_int(s, 11)));
+    json_object_set_new(o, "after", after);
+    json_object_set_new(o, "after_any", after_any);
+    json_object_set_new(o, "array_id", sqlite3_column_int64(s, 13) ? json_integer(
+                                           sqlite3_column_int64(s, 13)) : json_null());
+    json_object_set_new(o, "array_index", sqlite3_column_int64(s, 14) >= 0 ? json_integer(
+                                              sqlite3_column_int64(s, 14)) : json_null());
+    json_object_set_new(o, "submit_time", json_integer(sqlite3_column_int64(s, 15)));
+    json_object_set_new(o, "end_time", col_int_or_null(s, 16));
+    json_object_set_new(o, "attempts", json_integer(sqlite3_column_int(s, 17)));
+    json_object_set_new(o, "key", sqlite3_column_type(s, 18) == SQLITE_NULL
+                                      ? json_null() : json_string(col_text(s, 18)));
+    json_object_set_new(o, "workdir", json_string(col_text(s, 19)));
+    if (strcmp(col_text(s, 2), "retrying") == 0)
+        json_object_set_new(o, "retry_at", json_integer(sqlite3_column_int64(s, 20)));
+    json_object_set_new(o, "exit_code", col_int_or_null(s, 22));
+    json_object_set_new(o, "signal", col_int_or_null(s, 23));
+    json_object_set_new(o, "start_time", col_int_or_null(s, 24));
+    json_object_set_new(o, "attempt_end_time", col_int_or_null(s, 25));
+    json_object_set_new(o, "run_dir", sqlite3_column_type(s, 26) == SQLITE_NULL
+                                          ? json_null() : json_string(col_text(s, 26)));
+    return o;
+}
+
+static json_t *task_attempts_json(struct store *st, int64_t id)
+{
+    static const char sql[] =
+        "SELECT n, start_ms, end_ms, exit_code, signal, outcome, reason, gpus, gpu_mem, run_dir"
+        " FROM attempts WHERE task_id = ?1 ORDER BY n";
+    json_t *list = json_array();
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
+        return list;
+    sqlite3_bind_int64(s, 1, id);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        json_t *a = json_object();
+        json_object_set_new(a, "attempt", json_integer(sqlite3_column_int(s, 0)));
+        json_object_set_new(a, "start_time", json_integer(sqlite3_column_int64(s, 1)));
+        json_object_set_new(a, "end_time", col_int_or_null(s, 2));
+        json_object_set_new(a, "exit_code", col_int_or_null(s, 3));
+        json_object_set_new(a, "signal", col_int_or_null(s, 4));
+        json_object_set_new(a, "outcome", sqlite3_column_type(s, 5) == SQLITE_NULL
+                                              ? json_null() : json_string(col_text(s, 5)));
+        json_object_set_new(a, "reason", sqlite3_column_type(s, 6) == SQLITE_NULL
+                                             ? json_null() : json_string(col_text(s, 6)));
+        json_object_set_new(a, "gpus", col_json(s, 7));
+        json_object_set_new(a, "gpu_mem", json_integer(sqlite3_column_int64(s, 8)));
+        json_object_set_new(a, "run_dir", json_string(col_text(s, 9)));
+        json_array_append_new(list, a);
+    }
+    sqlite3_finalize(s);
+    return list;
+}
+
+json_t *store_task_json(struct store *st, int64_t id)
+{
+    static const char sql[] = "SELECT " TASK_COLUMNS TASK_FROM " WHERE t.id = ?1";
+    sqlite3_stmt *s;
+    json_t *o = NULL;
+    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_int64(s, 1, id);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        o = task_row_json(s);
+    sqlite3_finalize(s);
+    if (o)
+        json_object_set_new(o, "attempt_list", task_attempts_json(st, id));
+    return o;
+}
+
+json_t *store_list_json(struct store *st, const char *state_filter, bool all, core_time now)
+{
+    static const char sql[] =
+        "SELECT " TASK_COLUMNS TASK_FROM " WHERE (?1 IS NULL OR t.state = ?1)"
+        " AND (?2 OR t.end_time IS NULL OR t.end_time >= ?3) ORDER BY t.id";
+    sqlite3_stmt *s;
+    json_t *list = json_array();
+    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
+        return list;
+    if (state_filter)
+        sqlite3_bind_text(s, 1, state_filter, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 2, all);
+    sqlite3_bind_int64(s, 3, now - 24 * 3600 * 1000LL);
+    while (sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(list, task_row_json(s));
+    sqlite3_finalize(s);
+    return list;
+}

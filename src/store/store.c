@@ -1,0 +1,464 @@
+#include "store/store.h"
+#include "util/xalloc.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The schema, one entry per version: store_migrate() applies those above user_version. */
+static const char *const store_migrations[] = {
+    "CREATE TABLE envs (id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);"
+    "CREATE TABLE tasks ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " name TEXT, state TEXT NOT NULL, reason TEXT,"
+    " command TEXT NOT NULL, workdir TEXT NOT NULL, env_id INTEGER NOT NULL REFERENCES envs(id),"
+    " idem_key TEXT UNIQUE,"
+    " priority INTEGER NOT NULL, gpus INTEGER NOT NULL, gpu_mem INTEGER NOT NULL,"
+    " cpus INTEGER NOT NULL, mem INTEGER NOT NULL, timeout_ms INTEGER NOT NULL,"
+    " retries INTEGER NOT NULL, backoff TEXT NOT NULL, deps TEXT NOT NULL,"
+    " array_id INTEGER NOT NULL, array_index INTEGER NOT NULL, array_limit INTEGER NOT NULL,"
+    " submit_time INTEGER NOT NULL, ready_time INTEGER NOT NULL DEFAULT 0,"
+    " retry_at INTEGER NOT NULL DEFAULT 0, end_time INTEGER,"
+    " attempts INTEGER NOT NULL DEFAULT 0, base_attempts INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX tasks_live ON tasks(state) WHERE state NOT IN"
+    " ('succeeded','failed','timed_out','cancelled','upstream_failed');"
+    "CREATE INDEX tasks_end ON tasks(end_time);"
+    "CREATE TABLE attempts ("
+    " task_id INTEGER NOT NULL REFERENCES tasks(id), n INTEGER NOT NULL,"
+    " start_ms INTEGER NOT NULL, end_ms INTEGER, exit_code INTEGER, signal INTEGER,"
+    " outcome TEXT, reason TEXT, node INTEGER NOT NULL, gpus TEXT NOT NULL,"
+    " gpu_mem INTEGER NOT NULL, run_dir TEXT NOT NULL, PRIMARY KEY (task_id, n));"
+    "CREATE INDEX attempts_open ON attempts(task_id) WHERE end_ms IS NULL;",
+};
+
+enum {
+    Q_INSERT_ENV, Q_FIND_ENV, Q_INSERT_TASK, Q_FIND_KEY, Q_STATE, Q_SET_STATE, Q_ATT_START,
+    Q_ATT_END, Q_EXEC_INFO, Q_SPEC, Q_NQUERIES
+};
+
+static const char *const store_sql[Q_NQUERIES] = {
+    [Q_INSERT_ENV] = "INSERT OR IGNORE INTO envs (json) VALUES (?1)",
+    [Q_FIND_ENV] = "SELECT id FROM envs WHERE json = ?1",
+    [Q_INSERT_TASK] =
+        "INSERT INTO tasks (name, state, command, workdir, env_id, idem_key, priority, gpus,"
+        " gpu_mem, cpus, mem, timeout_ms, retries, backoff, deps, array_id, array_index,"
+        " array_limit, submit_time, attempts, base_attempts) VALUES (?1, ?19, ?2, ?3, ?4,"
+        " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, 0, 0)",
+    [Q_FIND_KEY] = "SELECT id FROM tasks WHERE idem_key = ?1",
+    [Q_STATE] = "SELECT state FROM tasks WHERE id = ?1",
+    [Q_SET_STATE] =
+        "UPDATE tasks SET state = ?2, reason = ?3,"
+        " ready_time = CASE WHEN ?2 = 'queued' THEN ?4 ELSE ready_time END,"
+        " retry_at = CASE WHEN ?2 = 'retrying' THEN ?5 ELSE retry_at END,"
+        " end_time = CASE WHEN ?6 THEN ?4 ELSE NULL END WHERE id = ?1",
+    [Q_ATT_START] =
+        "INSERT OR REPLACE INTO attempts (task_id, n, start_ms, node, gpus, gpu_mem, run_dir)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [Q_ATT_END] =
+        "UPDATE attempts SET start_ms = CASE WHEN ?3 > 0 THEN ?3 ELSE start_ms END, end_ms = ?4,"
+        " exit_code = ?5, signal = ?6, outcome = ?7, reason = ?8 WHERE task_id = ?1 AND n = ?2",
+    [Q_EXEC_INFO] =
+        "SELECT t.command, e.json, t.workdir, t.timeout_ms, t.array_index FROM tasks t"
+        " JOIN envs e ON e.id = t.env_id WHERE t.id = ?1",
+    [Q_SPEC] =
+        "SELECT priority, submit_time, gpus, gpu_mem, cpus, mem, timeout_ms, retries, backoff,"
+        " deps, array_id, array_limit, base_attempts, attempts FROM tasks WHERE id = ?1",
+};
+
+struct store {
+    sqlite3 *db;
+    sqlite3_stmt *q[Q_NQUERIES];
+    char *error;
+};
+
+static int store_exec(struct store *st, const char *sql)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        free(st->error);
+        st->error = xstrdup(msg ? msg : "unknown SQLite error");
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int store_migrate(struct store *st)
+{
+    sqlite3_stmt *s;
+    int version = 0, n = (int)(sizeof store_migrations / sizeof store_migrations[0]);
+    if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+        version = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    if (version > n) {
+        free(st->error);
+        st->error = xasprintf("database schema %d is newer than this drover (%d)", version, n);
+        return -1;
+    }
+    for (int v = version; v < n; v++) {
+        char *bump = xasprintf("PRAGMA user_version = %d", v + 1);
+        int rc = store_exec(st, "BEGIN IMMEDIATE");
+        if (rc == 0)
+            rc = store_exec(st, store_migrations[v]);
+        if (rc == 0)
+            rc = store_exec(st, bump);
+        free(bump);
+        if (rc == 0)
+            rc = store_exec(st, "COMMIT");
+        if (rc < 0) {
+            store_exec(st, "ROLLBACK");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+struct store *store_open(const char *path, char **err)
+{
+    struct store *st = xcalloc(1, sizeof *st);
+    if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+        *err = xasprintf("cannot open %s: %s", path, sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    sqlite3_busy_timeout(st->db, 5000);
+    if (store_exec(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                       " PRAGMA foreign_keys=ON;") < 0 ||
+        store_migrate(st) < 0) {
+        *err = xasprintf("%s: %s", path, st->error);
+        goto fail;
+    }
+    for (int i = 0; i < Q_NQUERIES; i++) {
+        if (sqlite3_prepare_v3(st->db, store_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &st->q[i],
+                               NULL) != SQLITE_OK) {
+            *err = xasprintf("%s: preparing query %d: %s", path, i, sqlite3_errmsg(st->db));
+            goto fail;
+        }
+    }
+    return st;
+fail:
+    store_close(st);
+    return NULL;
+}
+
+void store_close(struct store *st)
+{
+    if (st == NULL)
+        return;
+    for (int i = 0; i < Q_NQUERIES; i++)
+        sqlite3_finalize(st->q[i]);
+    sqlite3_close(st->db);
+    free(st->error);
+    free(st);
+}
+
+void store_begin(struct store *st)
+{
+    if (store_exec(st, "BEGIN IMMEDIATE") < 0)
+        fatalx("store: cannot begin a transaction: %s", st->error);
+}
+
+int store_commit(struct store *st)
+{
+    if (store_exec(st, "COMMIT") < 0) {
+        store_exec(st, "ROLLBACK");
+        return -1;
+    }
+    return 0;
+}
+
+void store_rollback(struct store *st)
+{
+    store_exec(st, "ROLLBACK");
+}
+
+const char *store_error(struct store *st)
+{
+    return st->error ? st->error : sqlite3_errmsg(st->db);
+}
+
+/* Runs a prepared statement to completion; returns -1 and records the error on failure. */
+static int store_step_done(struct store *st, sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        free(st->error);
+        st->error = xstrdup(sqlite3_errmsg(st->db));
+        return -1;
+    }
+    return 0;
+}
+
+static void bind_json(sqlite3_stmt *s, int i, const json_t *j)
+{
+    char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    sqlite3_bind_text(s, i, text, -1, free);
+}
+
+static int64_t store_env_id(struct store *st, const json_t *env)
+{
+    char *text = json_dumps(env, JSON_COMPACT | JSON_SORT_KEYS);
+    int64_t id = -1;
+    sqlite3_stmt *s = st->q[Q_INSERT_ENV];
+    sqlite3_bind_text(s, 1, text, -1, SQLITE_TRANSIENT);
+    if (store_step_done(st, s) == 0) {
+        s = st->q[Q_FIND_ENV];
+        sqlite3_bind_text(s, 1, text, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(s) == SQLITE_ROW)
+            id = sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+    }
+    free(text);
+    return id;
+}
+
+static json_t *store_deps_json(const struct core_task_spec *spec)
+{
+    json_t *deps = json_array();
+    for (size_t i = 0; i < spec->ndeps; i++)
+        json_array_append_new(deps, json_pack("[I,s]", (json_int_t)spec->deps[i].id,
+                                              spec->deps[i].kind == DEP_AFTER_OK ? "ok" : "any"));
+    return deps;
+}
+
+int store_insert_task(struct store *st, struct task_record *rec)
+{
+    const struct core_task_spec *sp = &rec->spec;
+    int64_t env_id = store_env_id(st, rec->env);
+    if (env_id < 0)
+        return -1;
+    sqlite3_stmt *s = st->q[Q_INSERT_TASK];
+    json_t *backoff = json_array();
+    for (int i = 0; i < sp->nbackoff; i++)
+        json_array_append_new(backoff, json_integer(sp->backoff[i]));
+    json_t *deps = store_deps_json(sp);
+    if (rec->name)
+        sqlite3_bind_text(s, 1, rec->name, -1, SQLITE_TRANSIENT);
+    bind_json(s, 2, rec->command);
+    sqlite3_bind_text(s, 3, rec->workdir, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 4, env_id);
+    if (rec->key)
+        sqlite3_bind_text(s, 5, rec->key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 6, sp->priority);
+    sqlite3_bind_int(s, 7, sp->req.gpus);
+    sqlite3_bind_int64(s, 8, (sqlite3_int64)sp->req.gpu_mem);
+    sqlite3_bind_int(s, 9, sp->req.cpus);
+    sqlite3_bind_int64(s, 10, (sqlite3_int64)sp->req.mem);
+    sqlite3_bind_int64(s, 11, sp->req.time_limit);
+    sqlite3_bind_int(s, 12, sp->max_retries);
+    bind_json(s, 13, backoff);
+    bind_json(s, 14, deps);
+    sqlite3_bind_int64(s, 15, sp->array_id);
+    sqlite3_bind_int64(s, 16, rec->array_index);
+    sqlite3_bind_int(s, 17, sp->array_limit);
+    sqlite3_bind_int64(s, 18, sp->submit_time);
+    sqlite3_bind_text(s, 19, sp->hold ? "held" : "pending", -1, SQLITE_STATIC);
+    json_decref(backoff);
+    json_decref(deps);
+    if (store_step_done(st, s) < 0)
+        return -1;
+    rec->spec.id = sqlite3_last_insert_rowid(st->db);
+    return 0;
+}
+
+int64_t store_find_key(struct store *st, const char *key)
+{
+    sqlite3_stmt *s = st->q[Q_FIND_KEY];
+    int64_t id = 0;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        id = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return id;
+}
+
+int store_task_state(struct store *st, int64_t id)
+{
+    sqlite3_stmt *s = st->q[Q_STATE];
+    int state = -1;
+    sqlite3_bind_int64(s, 1, id);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        state = task_state_parse((const char *)sqlite3_column_text(s, 0));
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return state;
+}
+
+int store_set_state(struct store *st, const struct core_action *act, const char *reason,
+                    core_time now)
+{
+    sqlite3_stmt *s = st->q[Q_SET_STATE];
+    sqlite3_bind_int64(s, 1, act->task);
+    sqlite3_bind_text(s, 2, task_state_name(act->state), -1, SQLITE_STATIC);
+    if (reason)
+        sqlite3_bind_text(s, 3, reason, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 4, now);
+    sqlite3_bind_int64(s, 5, act->at);
+    sqlite3_bind_int(s, 6, task_state_terminal(act->state));
+    return store_step_done(st, s);
+}
+
+int store_attempt_start(struct store *st, int64_t task, int attempt, core_time now,
+                        const struct core_placement *pl, const char *run_dir)
+{
+    json_t *gpus = json_array();
+    for (int i = 0; i < pl->ngpus; i++)
+        json_array_append_new(gpus, json_integer(pl->gpu[i]));
+    sqlite3_stmt *s = st->q[Q_ATT_START];
+    sqlite3_bind_int64(s, 1, task);
+    sqlite3_bind_int(s, 2, attempt);
+    sqlite3_bind_int64(s, 3, now);
+    sqlite3_bind_int(s, 4, pl->node);
+    bind_json(s, 5, gpus);
+    sqlite3_bind_int64(s, 6, (sqlite3_int64)pl->gpu_mem);
+    sqlite3_bind_text(s, 7, run_dir, -1, SQLITE_TRANSIENT);
+    json_decref(gpus);
+    if (store_step_done(st, s) < 0)
+        return -1;
+    char *sql = xasprintf("UPDATE tasks SET state = 'running', reason = NULL, attempts = %d"
+                          " WHERE id = %lld", attempt, (long long)task);
+    int rc = store_exec(st, sql);
+    free(sql);
+    return rc;
+}
+
+int store_attempt_end(struct store *st, int64_t task, int attempt, core_time start,
+                      core_time end, int exit_code, int signal, const char *outcome,
+                      const char *reason)
+{
+    sqlite3_stmt *s = st->q[Q_ATT_END];
+    sqlite3_bind_int64(s, 1, task);
+    sqlite3_bind_int(s, 2, attempt);
+    sqlite3_bind_int64(s, 3, start);
+    sqlite3_bind_int64(s, 4, end);
+    if (exit_code >= 0)
+        sqlite3_bind_int(s, 5, exit_code);
+    if (signal > 0)
+        sqlite3_bind_int(s, 6, signal);
+    sqlite3_bind_text(s, 7, outcome, -1, SQLITE_STATIC);
+    if (reason)
+        sqlite3_bind_text(s, 8, reason, -1, SQLITE_TRANSIENT);
+    return store_step_done(st, s);
+}
+
+int store_attempt_discard(struct store *st, int64_t task, int attempt)
+{
+    char *sql = xasprintf("DELETE FROM attempts WHERE task_id = %lld AND n = %d;"
+                          " UPDATE tasks SET attempts = %d WHERE id = %lld",
+                          (long long)task, attempt, attempt - 1, (long long)task);
+    int rc = store_exec(st, sql);
+    free(sql);
+    return rc;
+}
+
+int store_set_array(struct store *st, int64_t first, int64_t last)
+{
+    char *sql = xasprintf("UPDATE tasks SET array_id = %lld WHERE id BETWEEN %lld AND %lld",
+                          (long long)first, (long long)first, (long long)last);
+    int rc = store_exec(st, sql);
+    free(sql);
+    return rc;
+}
+
+int store_reset_for_retry(struct store *st, int64_t id, core_time now)
+{
+    char *sql = xasprintf("UPDATE tasks SET base_attempts = attempts, end_time = NULL,"
+                          " reason = 'retried by user' WHERE id = %lld", (long long)id);
+    int rc = store_exec(st, sql);
+    free(sql);
+    (void)now;
+    return rc;
+}
+
+/* Shared with query.c: the raw handle for one-off statements. */
+sqlite3 *store_db(struct store *st)
+{
+    return st->db;
+}
+
+json_t *store_task_exec_info(struct store *st, int64_t id)
+{
+    sqlite3_stmt *s = st->q[Q_EXEC_INFO];
+    json_t *info = NULL;
+    sqlite3_bind_int64(s, 1, id);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        info = json_object();
+        json_object_set_new(info, "command",
+                            json_loads((const char *)sqlite3_column_text(s, 0), 0, NULL));
+        json_object_set_new(info, "env",
+                            json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL));
+        json_object_set_new(info, "workdir",
+                            json_string((const char *)sqlite3_column_text(s, 2)));
+        json_object_set_new(info, "timeout_ms", json_integer(sqlite3_column_int64(s, 3)));
+        json_object_set_new(info, "array_index", json_integer(sqlite3_column_int64(s, 4)));
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return info;
+}
+
+static void store_parse_deps(struct store *st, const char *text, struct core_task_spec *spec,
+                             struct core_dep **out)
+{
+    json_t *deps = json_loads(text, 0, NULL);
+    size_t n = json_array_size(deps);
+    struct core_dep *d = xcalloc(n ? n : 1, sizeof *d);
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(deps, i);
+        d[i].id = json_integer_value(json_array_get(e, 0));
+        d[i].kind = strcmp(json_string_value(json_array_get(e, 1)), "ok") == 0 ? DEP_AFTER_OK
+                                                                             : DEP_AFTER_ANY;
+        int state = store_task_state(st, d[i].id);
+        d[i].state = state >= 0 && task_state_terminal(state) ? state : -1;
+    }
+    json_decref(deps);
+    spec->ndeps = n;
+    spec->deps = d;
+    *out = d;
+}
+
+int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
+                    struct core_dep **deps)
+{
+    sqlite3_stmt *s = st->q[Q_SPEC];
+    int rc = -1;
+    char *backoff = NULL, *deptext = NULL;
+    memset(spec, 0, sizeof *spec);
+    sqlite3_bind_int64(s, 1, id);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        spec->id = id;
+        spec->priority = sqlite3_column_int(s, 0);
+        spec->submit_time = sqlite3_column_int64(s, 1);
+        spec->req.gpus = sqlite3_column_int(s, 2);
+        spec->req.gpu_mem = (uint64_t)sqlite3_column_int64(s, 3);
+        spec->req.cpus = sqlite3_column_int(s, 4);
+        spec->req.mem = (uint64_t)sqlite3_column_int64(s, 5);
+        spec->req.time_limit = sqlite3_column_int64(s, 6);
+        spec->max_retries = sqlite3_column_int(s, 7);
+        backoff = xstrdup((const char *)sqlite3_column_text(s, 8));
+        deptext = xstrdup((const char *)sqlite3_column_text(s, 9));
+        spec->array_id = sqlite3_column_int64(s, 10);
+        spec->array_limit = sqlite3_column_int(s, 11);
+        spec->retry_base = sqlite3_column_int(s, 12);
+        spec->attempts = sqlite3_column_int(s, 13);
+        rc = 0;
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc < 0)
+        return -1;
+    json_t *b = json_loads(backoff, 0, NULL);
+    for (size_t i = 0; i < json_array_size(b) && i < CORE_MAX_BACKOFF; i++)
+        spec->backoff[spec->nbackoff++] = json_integer_value(json_array_get(b, i));
+    json_decref(b);
+    store_parse_deps(st, deptext, spec, deps);
+    free(backoff);
+    free(deptext);
+    return 0;
+}

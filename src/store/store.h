@@ -1,0 +1,90 @@
+/* store/ — drover's durable state in SQLite (WAL, synchronous=FULL).
+ *
+ * Every state change is committed here before a client is told about it and before the action
+ * it causes is carried out, so a crash at any instant leaves a state the next start can finish
+ * from. The store owns the schema and its migrations; the daemon reads rows back as JSON
+ * objects in the documented `--json` schema (docs/CLI.md).
+ */
+#ifndef DROVER_STORE_H
+#define DROVER_STORE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+struct store;
+
+/* Opens (creating and migrating) the database at path. NULL on failure with *err malloc'd. */
+struct store *store_open(const char *path, char **err);
+void store_close(struct store *st);
+
+/* Transactions. store_commit returns -1 on failure (the transaction is rolled back). */
+void store_begin(struct store *st);
+int store_commit(struct store *st);
+void store_rollback(struct store *st);
+const char *store_error(struct store *st);
+
+/* A task as submitted. Strings and arrays are borrowed by the store functions. */
+struct task_record {
+    const char *name;           /* may be NULL */
+    json_t *command;            /* array of strings */
+    const char *workdir;
+    json_t *env;                /* object: the submitter's environment with --env applied */
+    const char *key;            /* idempotency key, may be NULL */
+    struct core_task_spec spec; /* id is filled by store_insert_task */
+    int64_t array_index;        /* -1 = not an array task */
+};
+
+/* Inserts a task (inside a transaction); sets rec->spec.id. Returns -1 on failure. */
+int store_insert_task(struct store *st, struct task_record *rec);
+/* Id of the task submitted with this key, or 0. */
+int64_t store_find_key(struct store *st, const char *key);
+/* The task's stored state, or -1 if there is no such task. */
+int store_task_state(struct store *st, int64_t id);
+
+/* Records a state change from a core action. */
+int store_set_state(struct store *st, const struct core_action *act, const char *reason,
+                    core_time now);
+/* Attempt bookkeeping. */
+int store_attempt_start(struct store *st, int64_t task, int attempt, core_time now,
+                        const struct core_placement *placement, const char *run_dir);
+int store_attempt_end(struct store *st, int64_t task, int attempt, core_time start,
+                      core_time end, int exit_code, int signal, const char *outcome,
+                      const char *reason);
+/* Marks tasks first..last as one array (array_id = first). */
+int store_set_array(struct store *st, int64_t first, int64_t last);
+/* Forgets attempt n, which never ran (the daemon died before spawning it). */
+int store_attempt_discard(struct store *st, int64_t task, int attempt);
+/* Marks a task queued again with fresh retry budget (drover retry). */
+int store_reset_for_retry(struct store *st, int64_t id, core_time now);
+
+/* What starting an attempt needs. json fields: command, env, workdir, timeout_ms,
+ * array_index. The caller json_decref()s it. NULL if there is no such task. */
+json_t *store_task_exec_info(struct store *st, int64_t id);
+
+/* Rebuilds a task's scheduling spec (for restore and retry). deps are allocated into
+ * *deps (the caller frees); dep states are filled from the store (-1 if live). */
+int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
+                    struct core_dep **deps);
+
+/* Calls fn for each task that is not terminal, or is terminal but still has an attempt
+ * without an end (a cancel in flight), in id order. */
+typedef void (*store_live_fn)(void *arg, int64_t id, enum task_state state,
+                              core_time ready_time, core_time retry_at, int attempts,
+                              bool attempt_open, core_time attempt_start,
+                              const struct core_placement *placement, const char *run_dir);
+int store_each_live(struct store *st, store_live_fn fn, void *arg);
+
+/* Tasks that depend (after-OK) on id and are upstream_failed: for drover retry. *ids is
+ * malloc'd. */
+int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids, size_t *n);
+
+/* The `show --json` object of one task (NULL if none). */
+json_t *store_task_json(struct store *st, int64_t id);
+/* `ls --json`: an array of task objects (without per-attempt details). state_filter may be
+ * NULL; all = include tasks that ended more than a day ago. */
+json_t *store_list_json(struct store *st, const char *state_filter, bool all, core_time now);
+
+#endif

@@ -1,0 +1,80 @@
+# Shared setup for the end-to-end tests: a temporary DROVER_HOME, a fake GPU inventory, and
+# helpers that wait for conditions (never fixed sleeps). Source it from a t-*.sh script.
+set -euo pipefail
+
+: "${DROVER:?DROVER must point at the drover binary}"
+DROVER=$(readlink -f "$DROVER")
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/drover-test.XXXXXX")
+export DROVER_HOME="$TMP/home"
+export DROVER_FAKE_GPUS="${DROVER_FAKE_GPUS:-2x16G}"
+export NO_COLOR=1
+unset DROVER_NO_AUTOSTART
+TESTS_RUN=0
+TESTS_FAILED=0
+
+cleanup() {
+    "$DROVER" shutdown >/dev/null 2>&1 || true
+    # Whatever a test left running: every supervisor and every task process group.
+    for f in "$DROVER_HOME"/runs/*/*/pid; do
+        [ -f "$f" ] || continue
+        read -r sup pgid < "$f" || true
+        [ -n "${pgid:-}" ] && [ "$pgid" -gt 0 ] && kill -9 -- "-$pgid" 2>/dev/null || true
+        [ -n "${sup:-}" ] && kill -9 "$sup" 2>/dev/null || true
+    done
+    if [ -f "$DROVER_HOME/daemon.lock" ]; then
+        pid=$(cat "$DROVER_HOME/daemon.lock" 2>/dev/null || true)
+        [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+drover() { "$DROVER" "$@"; }
+
+fail() {
+    echo "FAIL: $*" >&2
+    echo "--- daemon.log ---" >&2
+    tail -n 30 "$DROVER_HOME/daemon.log" >&2 2>/dev/null || true
+    exit 1
+}
+
+# wait_until TIMEOUT_S CMD...: polls CMD until it succeeds, or fails the test.
+wait_until() {
+    local limit=$1
+    shift
+    local deadline=$((SECONDS + limit))
+    until "$@"; do
+        [ "$SECONDS" -lt "$deadline" ] || fail "timed out after ${limit}s waiting for: $*"
+        sleep 0.05
+    done
+}
+
+state_of() { "$DROVER" show "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])'; }
+field_of() { "$DROVER" show "$1" --json | python3 -c "import json,sys; v=json.load(sys.stdin)$2; print(json.dumps(v) if not isinstance(v,str) else v)"; }
+state_is() { [ "$(state_of "$1")" = "$2" ]; }
+
+expect_eq() {
+    [ "$1" = "$2" ] || fail "${3:-value}: expected '$2', got '$1'"
+}
+
+# expect_exit CODE CMD...: runs CMD, checks its exit status, keeps its stderr in $ERR.
+expect_exit() {
+    local want=$1 rc=0
+    shift
+    ERR=$("$@" 2>&1 >/dev/null) || rc=$?
+    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want (stderr: $ERR)"
+}
+
+task_count() { "$DROVER" ls --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+
+# Runs a named sub-test; each prints one line.
+t() {
+    TESTS_RUN=$((TESTS_RUN + 1))
+    echo "--- $1"
+}
+
+done_testing() { echo "ok: $TESTS_RUN checks in $(basename "$0")"; }
+
+# barrier [SUBMIT OPTIONS]: submits a no-op task and waits for it, so every scheduling pass
+# triggered before it has run. The options must describe a task that can start now.
+barrier() { "$DROVER" wait "$("$DROVER" submit "$@" -- true)" >/dev/null; }

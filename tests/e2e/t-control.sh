@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# hold / release, cancel of a running task, drain / undrain, one daemon per state directory.
+. "$(dirname "$0")/lib.sh"
+
+t "hold and release"
+id=$(drover submit --hold -- true)
+expect_eq "$(state_of "$id")" held
+barrier
+expect_eq "$(state_of "$id")" held "a held task does not start"
+drover release "$id"
+drover wait "$id"
+q=$(drover submit --gpus 2 -- sh -c "while [ ! -f $TMP/gate ]; do sleep 0.05; done")
+wait_until 10 state_is "$q" running
+w=$(drover submit --gpus 1 -- true)
+drover hold "$w"
+expect_eq "$(state_of "$w")" held "hold a queued task"
+expect_exit 1 drover hold "$q"
+touch "$TMP/gate"
+drover release "$w"
+drover wait "$q" "$w"
+
+t "cancel a running task: its process group dies"
+id=$(drover submit -- sh -c "sleep 300 & echo \$! > $TMP/child; sleep 300")
+wait_until 10 test -s "$TMP/child"
+drover cancel "$id"
+expect_exit 1 drover wait "$id"
+expect_eq "$(state_of "$id")" cancelled
+child=$(cat "$TMP/child")
+gone() { ! kill -0 "$child" 2>/dev/null; }
+wait_until 15 gone
+expect_exit 1 drover cancel "$id"
+
+t "drain: running work finishes, nothing new starts; undrain resumes"
+rm -f "$TMP/gate"
+r=$(drover submit -- sh -c "while [ ! -f $TMP/gate ]; do sleep 0.05; done")
+wait_until 10 state_is "$r" running
+drover drain
+n=$(drover submit -- true)
+touch "$TMP/gate"
+drover wait "$r"
+expect_eq "$(state_of "$n")" queued "nothing starts while draining"
+drover undrain
+drover wait "$n"
+
+t "one daemon per state directory"
+expect_exit 1 "$DROVER" daemon
+[[ "$ERR" == *"another daemon is running"* ]] || fail "second daemon: $ERR"
+done_testing
