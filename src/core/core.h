@@ -91,6 +91,8 @@ struct core_task_spec {
     int array_limit;     /* at most this many of the array running at once; 0 = no limit */
     bool hold;           /* enter as held */
     int attempts;        /* attempts already made (a retried task continues the numbering) */
+    int retry_base;      /* attempts made before the current retry budget began (`drover retry`
+                          * starts a fresh budget): retries used = attempts - retry_base - 1 */
 };
 
 /* Where an attempt runs. */

@@ -1,0 +1,353 @@
+/* The scheduler's object, its tasks, and the user events (submit, cancel, hold, release).
+ *
+ * Every live task is in core->tasks (id -> task). Where else it is follows from its state and
+ * is kept so by core_task_move(): QUEUED tasks are in the ready queue, RETRYING ones in the
+ * retry heap, and a task with a running attempt (RUNNING, or terminal with a kill in flight) is
+ * on core->running. A task that reaches a terminal state with no attempt running is freed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "core/mem.h"
+#include "core/state.h"
+
+struct core_policy core_policy_default(void)
+{
+    return (struct core_policy){
+        .aging_ms = 60000,
+        .strict_order = false,
+        .backfill = true,
+        .best_fit = true,
+        .max_scan = 10000,
+    };
+}
+
+struct core *core_new(const struct core_policy *policy)
+{
+    struct core *core = core_xcalloc(1, sizeof *core);
+    core->policy = policy != NULL ? *policy : core_policy_default();
+    core_queue_init(&core->queue, core->policy.aging_ms);
+    core->now = INT64_MIN;
+    core->ready_clock = INT64_MIN;
+    return core;
+}
+
+void core_free(struct core *core)
+{
+    if (core == NULL)
+        return;
+    /* Collected first: freeing deletes from the map, which moves entries under an iteration. */
+    struct core_task **all = core_xmalloc(core->tasks.n * sizeof *all);
+    size_t n = 0;
+    for (size_t i = 0; i < core->tasks.cap; i++)
+        if (core->tasks.keys[i] != 0)
+            all[n++] = core->tasks.values[i];
+    for (size_t i = 0; i < n; i++)
+        core_task_free(core, all[i]);
+    free(all);
+    for (size_t i = 0; i < core->arrays.cap; i++)
+        if (core->arrays.keys[i] != 0)
+            free(core->arrays.values[i]);
+    core_map_free(&core->tasks);
+    core_map_free(&core->arrays);
+    core_queue_free(&core->queue);
+    core_retry_free(&core->retry);
+    core_place_free(&core->place);
+    core_place_free(&core->scratch);
+    free(core->restored);
+    free(core->work);
+    free(core);
+}
+
+/* Meant to be called once, first; if it is called again, running attempts are claimed again on
+ * the new inventory where they still fit its shape. */
+void core_set_nodes(struct core *core, const struct core_node *nodes, int nnodes)
+{
+    core_place_init(&core->place, nodes, nnodes);
+    for (struct core_run *run = core->running; run != NULL; run = run->next) {
+        run->claimed = core_place_valid(&core->place, &run->placement);
+        if (run->claimed)
+            core_place_claim(&core->place, &run->placement, &run->task->req);
+    }
+}
+
+int core_check_request(const struct core *core, const struct core_request *req, const char **why)
+{
+    return core_place_check(&core->place, req, why);
+}
+
+core_time core_clock(struct core *core, core_time now)
+{
+    if (now > core->now)
+        core->now = now;
+    return core->now;
+}
+
+core_time core_ready_time(struct core *core)
+{
+    if (core->now > core->ready_clock)
+        core->ready_clock = core->now;
+    return core->ready_clock;
+}
+
+core_time core_time_add(core_time t, int64_t ms)
+{
+    if (ms > 0 && t > CORE_TIME_NEVER - ms)
+        return CORE_TIME_NEVER;
+    return t + ms;
+}
+
+/* ---- tasks --------------------------------------------------------------------------------- */
+
+struct core_task *core_task_get(const struct core *core, int64_t id)
+{
+    return core_map_get(&core->tasks, id);
+}
+
+struct core_task *core_task_alloc(struct core *core, const struct core_task_spec *spec)
+{
+    struct core_task *t = core_xcalloc(1, sizeof *t);
+    t->id = spec->id;
+    t->serial = ++core->serial;
+    t->priority = spec->priority;
+    t->req = spec->req;
+    t->max_retries = spec->max_retries < 0 ? 0 : spec->max_retries;
+    t->nbackoff = spec->nbackoff < 0 ? 0 : spec->nbackoff;
+    if (t->nbackoff > CORE_MAX_BACKOFF)
+        t->nbackoff = CORE_MAX_BACKOFF;
+    memcpy(t->backoff, spec->backoff, (size_t)t->nbackoff * sizeof t->backoff[0]);
+    t->array_id = spec->array_id;
+    t->array_limit = spec->array_limit;
+    t->attempts = spec->attempts < 0 ? 0 : spec->attempts;
+    t->attempts_base = spec->retry_base < 0 ? 0 : spec->retry_base;
+    if (t->attempts_base > t->attempts)
+        t->attempts_base = t->attempts;
+    if (spec->ndeps > 0) {
+        t->deps = core_xmalloc(spec->ndeps * sizeof *t->deps);
+        memcpy(t->deps, spec->deps, spec->ndeps * sizeof *t->deps);
+        t->ndeps = spec->ndeps;
+    }
+    return t;
+}
+
+void core_task_add(struct core *core, struct core_task *t, enum task_state state)
+{
+    t->state = state;
+    core->counts[state]++;
+    core_map_put(&core->tasks, t->id, t);
+}
+
+void core_task_free(struct core *core, struct core_task *t)
+{
+    core_queue_remove(&core->queue, t);
+    if (t->state == TASK_RETRYING)
+        core_retry_remove(&core->retry, t);
+    if (t->run != NULL)
+        core_attempt_untrack(core, t);
+    if (core_map_del(&core->tasks, t->id) == t)
+        core->counts[t->state]--;
+    free(t->deps);
+    free(t->dependents);
+    free(t);
+}
+
+void core_task_move(struct core *core, struct core_task *t, enum task_state to)
+{
+    if (!core_state_allowed(t->state, to))
+        core_bug();
+    if (t->state == TASK_QUEUED)
+        core_queue_remove(&core->queue, t);
+    else if (t->state == TASK_RETRYING)
+        core_retry_remove(&core->retry, t);
+    core->counts[t->state]--;
+    core->counts[to]++;
+    t->state = to;
+    if (to == TASK_QUEUED) {
+        t->ready_time = core_ready_time(core);
+        core_queue_insert(&core->queue, t);
+    } else if (to == TASK_RETRYING) {
+        core_retry_push(&core->retry, t);
+    }
+}
+
+/* ---- actions ------------------------------------------------------------------------------- */
+
+void core_actions_clear(struct core_actions *acts)
+{
+    acts->n = 0;
+}
+
+void core_actions_free(struct core_actions *acts)
+{
+    free(acts->v);
+    memset(acts, 0, sizeof *acts);
+}
+
+struct core_action *core_emit(struct core_actions *out, enum core_action_type type, int64_t task)
+{
+    core_xgrow((void **)&out->v, &out->cap, out->n + 1, sizeof *out->v);
+    struct core_action *act = &out->v[out->n++];
+    memset(act, 0, sizeof *act);
+    act->type = type;
+    act->task = task;
+    return act;
+}
+
+void core_emit_state(struct core_actions *out, int64_t task, enum task_state state,
+                     enum core_reason reason, int64_t reason_task, core_time at)
+{
+    struct core_action *act = core_emit(out, CORE_ACT_STATE, task);
+    act->state = state;
+    act->reason = reason;
+    act->reason_task = reason_task;
+    act->at = at;
+}
+
+/* ---- user events --------------------------------------------------------------------------- */
+
+int core_submit(struct core *core, const struct core_task_spec *spec, core_time now,
+                struct core_actions *out)
+{
+    if (spec->id <= 0 || core_task_get(core, spec->id) != NULL)
+        return -1;
+    if (spec->ndeps > 0 && spec->deps == NULL)
+        return -1;
+    if (!core_deps_valid(core, spec->deps, spec->ndeps))
+        return -1;
+    core_clock(core, now);
+    /* A task whose success-dependency already failed is born terminal: nothing to keep. */
+    int64_t failed = core_deps_failed(core, spec->deps, spec->ndeps, false);
+    if (failed != 0) {
+        core_emit_state(out, spec->id, TASK_UPSTREAM_FAILED, CORE_REASON_UPSTREAM, failed, 0);
+        return 0;
+    }
+    struct core_task *t = core_task_alloc(core, spec);
+    core_deps_link(core, t);
+    enum task_state state = spec->hold ? TASK_HELD
+                            : t->unresolved > 0 ? TASK_PENDING
+                                                : TASK_QUEUED;
+    if (!core_state_entry(state))
+        core_bug();
+    core_task_add(core, t, state);
+    if (state == TASK_QUEUED) {
+        t->ready_time = core_ready_time(core);
+        core_queue_insert(&core->queue, t);
+    }
+    core_emit_state(out, t->id, state, CORE_REASON_SUBMITTED, 0, 0);
+    return 0;
+}
+
+static struct core_task *core_live(const struct core *core, int64_t id, const char **why)
+{
+    struct core_task *t = core_task_get(core, id);
+    if (t == NULL || task_state_terminal(t->state)) {
+        if (why != NULL)
+            *why = "no such live task";
+        return NULL;
+    }
+    return t;
+}
+
+int core_cancel(struct core *core, int64_t id, core_time now, struct core_actions *out,
+                const char **why)
+{
+    struct core_task *t = core_live(core, id, why);
+    if (t == NULL)
+        return -1;
+    core_clock(core, now);
+    core_task_move(core, t, TASK_CANCELLED);
+    core_emit_state(out, t->id, TASK_CANCELLED, CORE_REASON_CANCELLED, 0, 0);
+    /* The attempt keeps its resources until core_attempt_exited(); the task stays in memory
+     * until then, its dependents are settled now. */
+    if (t->run != NULL)
+        core_emit(out, CORE_ACT_KILL, t->id);
+    core_deps_ended(core, t, out);
+    return 0;
+}
+
+int core_hold(struct core *core, int64_t id, core_time now, struct core_actions *out,
+              const char **why)
+{
+    struct core_task *t = core_live(core, id, why);
+    if (t == NULL)
+        return -1;
+    const char *refusal = NULL;
+    if (t->state == TASK_HELD)
+        refusal = "the task is already held";
+    else if (t->state == TASK_RUNNING)
+        refusal = "the task is running (cancel it instead)";
+    if (refusal != NULL) {
+        if (why != NULL)
+            *why = refusal;
+        return -1;
+    }
+    core_clock(core, now);
+    core_task_move(core, t, TASK_HELD);
+    core_emit_state(out, t->id, TASK_HELD, CORE_REASON_HELD, 0, 0);
+    return 0;
+}
+
+int core_release(struct core *core, int64_t id, core_time now, struct core_actions *out,
+                 const char **why)
+{
+    struct core_task *t = core_live(core, id, why);
+    if (t == NULL)
+        return -1;
+    if (t->state != TASK_HELD) {
+        if (why != NULL)
+            *why = "the task is not held";
+        return -1;
+    }
+    core_clock(core, now);
+    enum task_state to = t->unresolved > 0 ? TASK_PENDING : TASK_QUEUED;
+    core_task_move(core, t, to);
+    core_emit_state(out, t->id, to, CORE_REASON_RELEASED, 0, 0);
+    return 0;
+}
+
+void core_set_drain(struct core *core, bool drain)
+{
+    core->draining = drain;
+}
+
+bool core_draining(const struct core *core)
+{
+    return core->draining;
+}
+
+/* ---- queries ------------------------------------------------------------------------------- */
+
+core_time core_next_wakeup(const struct core *core)
+{
+    const struct core_task *t = core_retry_top(&core->retry);
+    return t != NULL ? t->retry_at : CORE_TIME_NEVER;
+}
+
+int core_task_state(const struct core *core, int64_t id)
+{
+    const struct core_task *t = core_task_get(core, id);
+    return t != NULL ? (int)t->state : -1;
+}
+
+int core_task_attempts(const struct core *core, int64_t id)
+{
+    const struct core_task *t = core_task_get(core, id);
+    return t != NULL ? t->attempts : -1;
+}
+
+void core_count_states(const struct core *core, size_t counts[TASK_NSTATES])
+{
+    memcpy(counts, core->counts, sizeof core->counts);
+}
+
+void core_gpu_usage(const struct core *core, int node, int gpu, struct core_gpu_usage *out)
+{
+    memset(out, 0, sizeof *out);
+    if (node < 0 || node >= core->place.nnodes || gpu < 0 || gpu >= core->place.nodes[node].ngpus)
+        return;
+    const struct core_place_gpu *g = &core->place.nodes[node].gpu[gpu];
+    out->mem_total = g->mem_total;
+    out->mem_claimed = g->mem_claimed;
+    out->tasks = g->tasks;
+    out->exclusive = g->exclusive;
+}

@@ -1,0 +1,135 @@
+/* core/internal.h — the structures core/'s files share. Not part of the public API: drivers
+ * use core.h only. */
+#ifndef DROVER_CORE_INTERNAL_H
+#define DROVER_CORE_INTERNAL_H
+
+#include "core/core.h"
+#include "core/map.h"
+#include "core/place.h"
+#include "core/queue.h"
+
+/* A reverse dependency edge: task `id` depends on the task holding this edge. The serial tells
+ * a stale edge (its dependent was freed, and the driver may later reuse the id) from a live one,
+ * so a dependent that ends never has to be unlinked from its dependencies' lists. */
+struct core_edge {
+    int64_t id;
+    uint64_t serial;
+    enum dep_kind kind;
+};
+
+/* A running attempt; only running tasks carry one, which keeps the 100,000 queued tasks small. */
+struct core_run {
+    struct core_placement placement;
+    core_time started;
+    bool claimed;                 /* its placement is counted in core->place */
+    struct core_task *task;
+    struct core_run *prev, *next; /* core->running */
+};
+
+struct core_task {
+    int64_t id;
+    uint64_t serial;
+    enum task_state state;
+    int priority;
+    struct core_request req;
+    int max_retries;
+    int nbackoff;
+    int64_t backoff[CORE_MAX_BACKOFF];
+    int64_t array_id;
+    int array_limit;
+    int attempts;
+    int attempts_base;            /* spec.retry_base: attempts made before this retry budget */
+
+    struct core_dep *deps;        /* as given; restore links them in core_restore_done() */
+    size_t ndeps;
+    size_t unresolved;            /* dependencies not yet resolved */
+    struct core_edge *dependents;
+    size_t ndependents, dependents_cap;
+
+    /* TASK_QUEUED: the ready queue. */
+    bool in_queue;
+    core_time ready_time;
+    struct core_task *qprev, *qnext;
+    /* TASK_RETRYING: the retry heap. */
+    core_time retry_at;
+    size_t heap_index;
+
+    struct core_run *run;         /* non-NULL while an attempt runs */
+};
+
+/* One running-count per array (array_id != 0) with at least one attempt running. */
+struct core_array {
+    int64_t id;
+    int running;
+};
+
+struct core {
+    struct core_policy policy;
+    struct core_place place;
+    struct core_place scratch;    /* backfill's "what is free at time T" copy */
+    struct core_map tasks;        /* id -> struct core_task * (live tasks) */
+    struct core_map arrays;       /* array id -> struct core_array * */
+    struct core_queue queue;
+    struct core_retry retry;
+    struct core_run *running;     /* every attempt running, cancelled ones included */
+    size_t nrunning;
+    size_t counts[TASK_NSTATES];
+    core_time now;                /* the latest time seen: a clock stepping back is ignored */
+    core_time ready_clock;        /* the latest ready_time handed out */
+    uint64_t serial;
+    bool draining;
+    /* Restored tasks core_restore_done() still has to look at (ids: tasks may end meanwhile). */
+    int64_t *restored;
+    size_t nrestored, restored_cap;
+    /* Work list for dependency propagation, kept to avoid an allocation per event. */
+    struct core_task **work;
+    size_t work_cap;
+};
+
+/* core.c */
+core_time core_clock(struct core *core, core_time now);
+/* The next ready_time: now, but never earlier than one handed out before. */
+core_time core_ready_time(struct core *core);
+core_time core_time_add(core_time t, int64_t ms);
+struct core_task *core_task_get(const struct core *core, int64_t id);
+/* A new task from spec (deps copied, not linked, not yet in the map). */
+struct core_task *core_task_alloc(struct core *core, const struct core_task_spec *spec);
+/* Puts t in the map in `state`. The caller puts it in the queue or the retry heap. */
+void core_task_add(struct core *core, struct core_task *t, enum task_state state);
+/* Removes a task from every structure (its attempt included) and frees it. */
+void core_task_free(struct core *core, struct core_task *t);
+/* Moves t to `to` (which the state table must allow) and keeps the queue, the retry heap and
+ * the counts in step. A task entering QUEUED gets ready_time = core_ready_time(); one entering
+ * RETRYING must have retry_at set. Appends nothing. */
+void core_task_move(struct core *core, struct core_task *t, enum task_state to);
+struct core_action *core_emit(struct core_actions *out, enum core_action_type type, int64_t task);
+void core_emit_state(struct core_actions *out, int64_t task, enum task_state state,
+                     enum core_reason reason, int64_t reason_task, core_time at);
+
+/* deps.c */
+/* Whether every live-marked dependency is live and every other one names a terminal state. */
+bool core_deps_valid(const struct core *core, const struct core_dep *deps, size_t ndeps);
+/* The first success-dependency that failed, or 0. With missing_fails (restore), a live-marked
+ * dependency that is not live counts as failed. */
+int64_t core_deps_failed(const struct core *core, const struct core_dep *deps, size_t ndeps,
+                         bool missing_fails);
+/* Adds t's edges to the live dependencies it still waits on and counts them in t->unresolved. */
+void core_deps_link(struct core *core, struct core_task *t);
+/* t just reached a terminal state (its STATE action appended): resolves or fails its
+ * dependents, transitively, and frees every task that ended without a running attempt, t
+ * included. */
+void core_deps_ended(struct core *core, struct core_task *t, struct core_actions *out);
+
+/* attempt.c */
+/* Moves a queued task to RUNNING on pl and appends its START. */
+void core_attempt_start(struct core *core, struct core_task *t, const struct core_placement *pl,
+                        core_time now, struct core_actions *out);
+/* Claims pl and lists the attempt as running (start and restore). */
+void core_attempt_track(struct core *core, struct core_task *t, const struct core_placement *pl,
+                        core_time started);
+/* Releases and unlists t's running attempt. */
+void core_attempt_untrack(struct core *core, struct core_task *t);
+/* The number of attempts of array_id running now. */
+int core_array_running(const struct core *core, int64_t array_id);
+
+#endif

@@ -1,0 +1,68 @@
+/* core/place.h — resources of the nodes and placing requests on them (internal to core/). */
+#ifndef DROVER_CORE_PLACE_H
+#define DROVER_CORE_PLACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+struct core_place_gpu {
+    uint64_t mem_total;
+    uint64_t mem_claimed;     /* an exclusive claim counts mem_total */
+    int tasks;
+    bool exclusive;
+};
+
+struct core_place_node {
+    int ngpus;
+    int cpus;                 /* 0 = not accounted */
+    int cpus_used;
+    uint64_t mem;             /* 0 = not accounted */
+    uint64_t mem_used;
+    struct core_place_gpu gpu[CORE_MAX_NODE_GPUS];
+};
+
+struct core_place {
+    struct core_place_node *nodes;
+    int nnodes;
+    /* Open capacity, kept by claim/release so that "can anything start at all?" is O(1):
+     * GPUs a task could still use (not exclusive, with free memory or no task), and nodes with
+     * a CPU free (or CPUs not accounted). Every task needs a GPU or a CPU, so when both are 0
+     * nothing fits. */
+    int open_gpus;
+    int open_cpu_nodes;
+};
+
+/* Backfill's constraint for a task that may still run when the blocked head is due to start:
+ * on `node`, the GPUs in gpu_mask are the head's, and only the cpus/mem the node will have to
+ * spare beside the head then may be used. */
+struct core_place_reserve {
+    int node;
+    uint64_t gpu_mask;
+    bool cpus_limited;
+    int cpus_spare;
+    bool mem_limited;
+    uint64_t mem_spare;
+};
+
+void core_place_init(struct core_place *place, const struct core_node *nodes, int nnodes);
+void core_place_free(struct core_place *place);
+void core_place_copy(struct core_place *dst, const struct core_place *src);
+
+/* The CPUs a request counts: req.cpus, or 1 for a CPU-only task that gave none. */
+int core_place_cpus(const struct core_request *req);
+/* Finds where req fits now (under rsv when non-NULL); fills *out and returns true. */
+bool core_place_fit(const struct core_place *place, const struct core_request *req, bool best_fit,
+                    const struct core_place_reserve *rsv, struct core_placement *out);
+void core_place_claim(struct core_place *place, const struct core_placement *pl,
+                      const struct core_request *req);
+void core_place_release(struct core_place *place, const struct core_placement *pl,
+                        const struct core_request *req);
+/* Whether pl names an existing node and distinct existing GPUs on it, ascending. */
+bool core_place_valid(const struct core_place *place, const struct core_placement *pl);
+bool core_place_open(const struct core_place *place);
+int core_place_check(const struct core_place *place, const struct core_request *req,
+                     const char **why);
+
+#endif

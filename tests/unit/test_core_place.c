@@ -1,0 +1,347 @@
+/* core/: placement — packing shared tasks, exclusive GPUs, CPU and memory accounting, and the
+ * request check. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "core/core.h"
+
+#define GB (1024ULL * 1024 * 1024)
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static struct core_node node_of(int ngpus, uint64_t gpu_mem, int cpus, uint64_t mem)
+{
+    struct core_node node;
+    memset(&node, 0, sizeof node);
+    node.ngpus = ngpus;
+    for (int g = 0; g < ngpus; g++)
+        node.gpu_mem[g] = gpu_mem;
+    node.cpus = cpus;
+    node.mem = mem;
+    return node;
+}
+
+static struct core *new_core(const struct core_node *nodes, int nnodes, bool best_fit)
+{
+    struct core_policy policy = core_policy_default();
+    policy.best_fit = best_fit;
+    struct core *core = core_new(&policy);
+    core_set_nodes(core, nodes, nnodes);
+    return core;
+}
+
+/* Submits a task asking for req and runs a pass; returns whether it started, and where. */
+static bool submit_run(struct core *core, int64_t id, struct core_request req,
+                       struct core_placement *where)
+{
+    struct core_actions out = { 0 };
+    struct core_task_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.id = id;
+    spec.req = req;
+    assert_int_equal(core_submit(core, &spec, 0, &out), 0);
+    core_schedule(core, 0, &out);
+    bool started = false;
+    for (size_t i = 0; i < out.n; i++) {
+        if (out.v[i].type == CORE_ACT_START && out.v[i].task == id) {
+            started = true;
+            if (where != NULL)
+                *where = out.v[i].placement;
+        }
+    }
+    core_actions_free(&out);
+    return started;
+}
+
+static struct core_request shared(int gpus, uint64_t gpu_mem)
+{
+    return (struct core_request){ .gpus = gpus, .gpu_mem = gpu_mem };
+}
+
+static struct core_request exclusive(int gpus)
+{
+    return (struct core_request){ .gpus = gpus };
+}
+
+static struct core_request cpu_only(int cpus, uint64_t mem)
+{
+    return (struct core_request){ .cpus = cpus, .mem = mem };
+}
+
+static void exit_ok(struct core *core, int64_t id)
+{
+    struct core_actions out = { 0 };
+    assert_int_equal(core_attempt_exited(core, id, CORE_OUTCOME_SUCCESS, 1, &out), 0);
+    core_actions_free(&out);
+}
+
+static struct core_gpu_usage usage_of(const struct core *core, int node, int gpu)
+{
+    struct core_gpu_usage usage;
+    core_gpu_usage(core, node, gpu, &usage);
+    return usage;
+}
+
+/* ---- packing ------------------------------------------------------------------------------- */
+
+static void test_best_fit_keeps_whole_gpus(void **state)
+{
+    struct core_node node = node_of(2, 40 * GB, 0, 0);
+    struct core *core = new_core(&node, 1, true);
+    struct core_placement pl;
+    for (int64_t id = 1; id <= 3; id++) {
+        assert_true(submit_run(core, id, shared(1, 10 * GB), &pl));
+        assert_int_equal(pl.ngpus, 1);
+        assert_int_equal(pl.gpu[0], 0);
+        assert_int_equal(pl.gpu_mem, 10 * GB);
+    }
+    assert_int_equal(usage_of(core, 0, 0).mem_claimed, 30 * GB);
+    assert_int_equal(usage_of(core, 0, 0).tasks, 3);
+    assert_true(submit_run(core, 4, exclusive(1), &pl));
+    assert_int_equal(pl.gpu[0], 1);
+    assert_int_equal(pl.gpu_mem, 0);
+    struct core_gpu_usage u = usage_of(core, 0, 1);
+    assert_true(u.exclusive);
+    assert_int_equal(u.mem_claimed, 40 * GB);
+    core_free(core);
+}
+
+static void test_four_16g_tasks_pack(void **state)
+{
+    struct core_node node = node_of(4, 40 * GB, 0, 0);
+    struct core *core = new_core(&node, 1, true);
+    struct core_placement pl;
+    int want[] = { 0, 0, 1, 1 };
+    for (int64_t id = 1; id <= 4; id++) {
+        assert_true(submit_run(core, id, shared(1, 16 * GB), &pl));
+        assert_int_equal(pl.gpu[0], want[id - 1]);
+    }
+    assert_int_equal(usage_of(core, 0, 2).tasks, 0);
+    assert_int_equal(usage_of(core, 0, 3).tasks, 0);
+    assert_true(submit_run(core, 5, exclusive(2), &pl));
+    assert_int_equal(pl.ngpus, 2);
+    assert_int_equal(pl.gpu[0], 2);
+    assert_int_equal(pl.gpu[1], 3);
+    core_free(core);
+}
+
+static void test_first_fit_vs_best_fit(void **state)
+{
+    for (int best = 0; best <= 1; best++) {
+        struct core_node node = node_of(2, 40 * GB, 0, 0);
+        struct core *core = new_core(&node, 1, best);
+        struct core_placement pl;
+        assert_true(submit_run(core, 1, shared(1, 10 * GB), &pl));
+        assert_int_equal(pl.gpu[0], 0);
+        assert_true(submit_run(core, 2, exclusive(1), &pl));
+        assert_int_equal(pl.gpu[0], 1);
+        exit_ok(core, 2);
+        assert_true(submit_run(core, 3, shared(1, 30 * GB), &pl)); /* both: GPU 0 (30 free) */
+        assert_int_equal(pl.gpu[0], 0);
+        exit_ok(core, 1);
+        /* GPU 0: 10 free; GPU 1: 40 free. A 5G task: best fit -> 0; first fit -> 0 as well. */
+        /* Make GPU 0 the roomier one: GPU 0 = 30 claimed -> 10 free; put 35G on GPU 1. */
+        assert_true(submit_run(core, 4, shared(1, 35 * GB), &pl));
+        assert_int_equal(pl.gpu[0], 1); /* only GPU 1 fits 35G */
+        exit_ok(core, 3);
+        /* Now GPU 0: 40 free, GPU 1: 5 free. A 4G task: best fit -> GPU 1, first fit -> GPU 0. */
+        assert_true(submit_run(core, 5, shared(1, 4 * GB), &pl));
+        assert_int_equal(pl.gpu[0], best ? 1 : 0);
+        core_free(core);
+    }
+}
+
+static void test_exclusive_and_shared_exclude(void **state)
+{
+    struct core_node node = node_of(1, 40 * GB, 0, 0);
+    struct core *core = new_core(&node, 1, true);
+    assert_true(submit_run(core, 1, exclusive(1), NULL));
+    assert_false(submit_run(core, 2, shared(1, 1 * GB), NULL));
+    exit_ok(core, 1); /* 2 is queued; let it start on the freed GPU */
+    struct core_actions out = { 0 };
+    core_schedule(core, 1, &out);
+    assert_int_equal(out.n, 1);
+    assert_int_equal(out.v[0].task, 2);
+    core_actions_free(&out);
+    assert_false(submit_run(core, 3, exclusive(1), NULL));
+    /* Cancelled: a blocked exclusive task would keep the GPU reserved (backfill). */
+    const char *why = NULL;
+    out = (struct core_actions){ 0 };
+    assert_int_equal(core_cancel(core, 3, 1, &out, &why), 0);
+    core_actions_free(&out);
+    assert_true(submit_run(core, 4, shared(1, 39 * GB), NULL));
+    assert_false(submit_run(core, 5, shared(1, 1 * GB), NULL)); /* 40G all claimed */
+    struct core_gpu_usage u = usage_of(core, 0, 0);
+    assert_false(u.exclusive);
+    assert_int_equal(u.tasks, 2);
+    assert_int_equal(u.mem_claimed, 40 * GB);
+    core_free(core);
+}
+
+static void test_multi_gpu_one_node(void **state)
+{
+    struct core_node nodes[2] = { node_of(2, 40 * GB, 0, 0), node_of(4, 40 * GB, 0, 0) };
+    struct core *core = new_core(nodes, 2, true);
+    struct core_placement pl;
+    assert_true(submit_run(core, 1, exclusive(1), &pl));
+    assert_int_equal(pl.node, 0);
+    assert_true(submit_run(core, 2, exclusive(3), &pl)); /* does not fit node 0 */
+    assert_int_equal(pl.node, 1);
+    assert_int_equal(pl.ngpus, 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pl.gpu[i], i);
+    /* One GPU free on each node: a 2-GPU task does not span nodes. */
+    assert_false(submit_run(core, 3, exclusive(2), &pl));
+    assert_int_equal(usage_of(core, 0, 1).tasks, 0);
+    assert_int_equal(usage_of(core, 1, 3).tasks, 0);
+    core_free(core);
+}
+
+static void test_shared_multi_gpu_ascending(void **state)
+{
+    struct core_node node = node_of(4, 40 * GB, 0, 0);
+    struct core *core = new_core(&node, 1, true);
+    struct core_placement pl;
+    assert_true(submit_run(core, 1, shared(1, 30 * GB), &pl)); /* GPU 0: 10 free */
+    assert_true(submit_run(core, 2, exclusive(1), &pl));       /* GPU 1 */
+    assert_true(submit_run(core, 3, shared(1, 35 * GB), &pl)); /* GPU 2: 5 free */
+    assert_int_equal(pl.gpu[0], 2);
+    /* Two 5G GPUs: the fullest that fit are GPU 2 (5 free) and GPU 0 (10 free). */
+    assert_true(submit_run(core, 4, shared(2, 5 * GB), &pl));
+    assert_int_equal(pl.ngpus, 2);
+    assert_int_equal(pl.gpu[0], 0);
+    assert_int_equal(pl.gpu[1], 2);
+    core_free(core);
+}
+
+/* ---- CPUs and memory ----------------------------------------------------------------------- */
+
+static void test_cpu_accounting(void **state)
+{
+    struct core_node node = node_of(2, 40 * GB, 2, 0);
+    struct core *core = new_core(&node, 1, true);
+    /* Four small GPU tasks share two GPUs on a 2-core node: GPU tasks count no CPU unless asked. */
+    for (int64_t id = 1; id <= 4; id++)
+        assert_true(submit_run(core, id, shared(1, 16 * GB), NULL));
+    /* A CPU-only task counts 1 CPU when it names none: two fit, a third does not. */
+    assert_true(submit_run(core, 5, cpu_only(0, 0), NULL));
+    assert_true(submit_run(core, 6, cpu_only(0, 0), NULL));
+    assert_false(submit_run(core, 7, cpu_only(0, 0), NULL));
+    struct core_actions out = { 0 };
+    const char *why = NULL;
+    assert_int_equal(core_cancel(core, 7, 0, &out, &why), 0);
+    exit_ok(core, 5);
+    exit_ok(core, 6);
+    /* A GPU task that asks for CPUs counts them. */
+    struct core_request req = shared(1, 1 * GB);
+    req.cpus = 2;
+    assert_true(submit_run(core, 8, req, NULL));
+    assert_false(submit_run(core, 9, cpu_only(1, 0), NULL));
+    core_actions_free(&out);
+    core_free(core);
+}
+
+static void test_cpus_unaccounted_and_mem(void **state)
+{
+    struct core_node node = node_of(0, 0, 0, 10 * GB);
+    struct core *core = new_core(&node, 1, true);
+    for (int64_t id = 1; id <= 100; id++)
+        assert_true(submit_run(core, id, cpu_only(4, 0), NULL)); /* CPUs not accounted */
+    assert_true(submit_run(core, 101, cpu_only(1, 6 * GB), NULL));
+    assert_false(submit_run(core, 102, cpu_only(1, 6 * GB), NULL));
+    assert_true(submit_run(core, 103, cpu_only(1, 4 * GB), NULL));
+    assert_false(submit_run(core, 104, cpu_only(1, 1), NULL));
+    assert_true(submit_run(core, 105, cpu_only(1, 0), NULL)); /* no memory asked: not counted */
+    core_free(core);
+}
+
+/* ---- the request check --------------------------------------------------------------------- */
+
+static void test_check_request(void **state)
+{
+    struct core_node nodes[2] = { node_of(4, 40 * GB, 16, 64 * GB), node_of(2, 80 * GB, 8, 0) };
+    nodes[0].gpu_mem[3] = 80 * GB;
+    struct core *core = new_core(nodes, 2, true);
+    const char *why = NULL;
+    struct core_request req = exclusive(4);
+    assert_int_equal(core_check_request(core, &req, &why), 0);
+    req = exclusive(5);
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    assert_string_equal(why, "asks for more GPUs than any node has");
+    req = shared(1, 81 * GB);
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    assert_string_equal(why, "asks for more memory per GPU than any GPU has");
+    req = shared(2, 80 * GB);
+    assert_int_equal(core_check_request(core, &req, &why), 0); /* node 1 */
+    req = shared(3, 80 * GB);
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    assert_string_equal(why, "no node has that many GPUs with that much memory each");
+    req = cpu_only(17, 0);
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    assert_string_equal(why, "asks for more CPUs than any node has");
+    req = cpu_only(1, 65 * GB);
+    assert_int_equal(core_check_request(core, &req, &why), 0); /* node 1 does not count mem */
+    req = exclusive(3);
+    req.cpus = 9;
+    assert_int_equal(core_check_request(core, &req, &why), 0);
+    req.cpus = 16;
+    req.mem = 65 * GB;
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    assert_string_equal(why, "no single node has all the GPUs, CPUs and memory it asks for");
+    req = exclusive(-1);
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    assert_string_equal(why, "asks for a negative amount of a resource");
+    req = cpu_only(-2, 0);
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    core_free(core);
+
+    struct core_node small = node_of(1, 40 * GB, 4, 8 * GB);
+    core = new_core(&small, 1, true);
+    req = cpu_only(1, 9 * GB);
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    assert_string_equal(why, "asks for more memory than any node has");
+    core_free(core);
+
+    core = new_core(NULL, 0, true);
+    req = cpu_only(1, 0);
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    assert_string_equal(why, "there is no node to run it on");
+    core_free(core);
+}
+
+static void test_gpu_usage_out_of_range(void **state)
+{
+    struct core_node node = node_of(1, 40 * GB, 0, 0);
+    struct core *core = new_core(&node, 1, true);
+    struct core_gpu_usage u = usage_of(core, 0, 0);
+    assert_int_equal(u.mem_total, 40 * GB);
+    u = usage_of(core, 0, 1);
+    assert_int_equal(u.mem_total, 0);
+    u = usage_of(core, 1, 0);
+    assert_int_equal(u.mem_total, 0);
+    u = usage_of(core, -1, 0);
+    assert_int_equal(u.tasks, 0);
+    core_free(core);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_best_fit_keeps_whole_gpus),
+        cmocka_unit_test(test_four_16g_tasks_pack),
+        cmocka_unit_test(test_first_fit_vs_best_fit),
+        cmocka_unit_test(test_exclusive_and_shared_exclude),
+        cmocka_unit_test(test_multi_gpu_one_node),
+        cmocka_unit_test(test_shared_multi_gpu_ascending),
+        cmocka_unit_test(test_cpu_accounting),
+        cmocka_unit_test(test_cpus_unaccounted_and_mem),
+        cmocka_unit_test(test_check_request),
+        cmocka_unit_test(test_gpu_usage_out_of_range),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
