@@ -78,3 +78,10 @@ done_testing() { echo "ok: $TESTS_RUN checks in $(basename "$0")"; }
 # barrier [SUBMIT OPTIONS]: submits a no-op task and waits for it, so every scheduling pass
 # triggered before it has run. The options must describe a task that can start now.
 barrier() { "$DROVER" wait "$("$DROVER" submit "$@" -- true)" >/dev/null; }
+
+# proc_gone PID: the process no longer exists, or is a zombie nobody reaped (a killed
+# grandchild is re-parented to init, which may not reap it in a container).
+proc_gone() {
+    [ ! -e "/proc/$1" ] && return 0
+    [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]
+}

@@ -26,7 +26,7 @@ drover cancel "$id"
 expect_exit 1 drover wait "$id"
 expect_eq "$(state_of "$id")" cancelled
 child=$(cat "$TMP/child")
-gone() { ! kill -0 "$child" 2>/dev/null; }
+gone() { proc_gone "$child"; }
 wait_until 15 gone
 expect_exit 1 drover cancel "$id"
 

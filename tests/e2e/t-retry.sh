@@ -50,7 +50,7 @@ id=$(drover submit --timeout 1s -- sh -c "sleep 300 & echo \$! > $TMP/grandchild
 expect_exit 1 drover wait "$id"
 expect_eq "$(state_of "$id")" timed_out
 gc=$(cat "$TMP/grandchild")
-gone() { ! kill -0 "$gc" 2>/dev/null; }
+gone() { proc_gone "$gc"; }
 wait_until 15 gone
 drover show "$id" | grep -q "time limit" || fail "timeout reason"
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# bench/throughput.sh: 1,000 trivial tasks (`true`), two at a time, through
+#   xargs -P2 (the process-creation floor), task-spooler (tsp -S 2), GNU parallel (-j2),
+#   drover with one `drover submit` per task, and drover with one --array submission;
+# then the daemon's memory with 100,000 queued tasks and the time `drover ls` takes then.
+# Usage: bench/throughput.sh [BUILD_DIR]   (results go to stdout as a Markdown table)
+set -euo pipefail
+BUILD=${1:-build}
+DROVER=$(readlink -f "$BUILD/drover")
+N=${N:-1000}
+QUEUED=${QUEUED:-100000}
+WORK=$(mktemp -d /tmp/drover-bench.XXXXXX)
+trap 'DROVER_HOME=$WORK/home "$DROVER" shutdown >/dev/null 2>&1 || true; tsp -K >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+
+for tool in tsp parallel; do
+    command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install task-spooler parallel)" >&2; exit 1; }
+done
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+row() { awk -v name="$1" -v t="$2" -v n="$N" 'BEGIN { printf "| %s | %.2f | %.0f |\n", name, t, n / t }'; }
+
+echo "| runner ($N x true, 2 at a time) | wall s | tasks/s |"
+echo "|---|---|---|"
+
+t0=$(now); seq "$N" | xargs -P2 -I{} true; t1=$(now)
+row "xargs -P2" "$(elapsed "$t0" "$t1")"
+
+export TS_SOCKET=$WORK/tsp.sock TS_MAXFINISHED=$((N + 10)) TS_SAVELIST=
+tsp -S 2 >/dev/null
+t0=$(now)
+for _ in $(seq "$N"); do tsp true >/dev/null; done
+tsp -w >/dev/null 2>&1 || true
+while [ "$(tsp | grep -c -E 'queued|running')" -gt 0 ]; do sleep 0.01; done
+t1=$(now)
+row "task-spooler (tsp -S 2)" "$(elapsed "$t0" "$t1")"
+tsp -K >/dev/null 2>&1 || true
+
+t0=$(now); seq "$N" | parallel -j2 true; t1=$(now)
+row "GNU parallel -j2" "$(elapsed "$t0" "$t1")"
+
+# drover: CPU-only tasks count one CPU each, so DROVER_FAKE_CPUS=2 runs two at a time.
+export DROVER_HOME=$WORK/home DROVER_FAKE_CPUS=2 DROVER_FAKE_GPUS=1x16G
+"$DROVER" ls >/dev/null   # start the daemon outside the timing
+t0=$(now)
+for _ in $(seq "$N"); do "$DROVER" submit -- true; done > "$WORK/ids"
+"$DROVER" wait $(cat "$WORK/ids")
+t1=$(now)
+row "drover, one submit per task" "$(elapsed "$t0" "$t1")"
+
+t0=$(now)
+"$DROVER" wait $("$DROVER" submit --array "0-$((N - 1))" -- true)
+t1=$(now)
+row "drover, one --array submit" "$(elapsed "$t0" "$t1")"
+"$DROVER" shutdown
+
+# Memory with QUEUED tasks waiting (drained, so none starts), and the cost of `drover ls`.
+export DROVER_HOME=$WORK/home2
+"$DROVER" ls >/dev/null
+"$DROVER" drain
+t0=$(now)
+"$DROVER" submit --array "0-$((QUEUED - 1))" -- true > /dev/null
+t1=$(now)
+pid=$(cat "$DROVER_HOME/daemon.lock")
+rss=$(awk '/VmRSS/ { print $2 }' "/proc/$pid/status")
+t2=$(now); "$DROVER" ls > /dev/null; t3=$(now)
+t4=$(now); "$DROVER" ls --state running --json > /dev/null; t5=$(now)
+echo
+echo "| $QUEUED queued tasks | value |"
+echo "|---|---|"
+echo "| one --array submission of $QUEUED | $(elapsed "$t0" "$t1") s |"
+echo "| daemon resident memory | $((rss / 1024)) MiB |"
+echo "| drover ls (all $QUEUED rows) | $(elapsed "$t2" "$t3") s |"
+echo "| drover ls --state running --json | $(elapsed "$t4" "$t5") s |"
+"$DROVER" shutdown

@@ -1,0 +1,329 @@
+/* exec.c — the daemon's side of exec/: starting a supervisor (supervisor.c) and reading what it
+ * leaves in the run directory. See exec.h for the layout of that directory. */
+#include "exec/exec-internal.h"
+#include "util/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* mkdir -p; what it creates gets mode 0700. Returns 0 or -1 with errno set. */
+static int exec_mkdirs(const char *path)
+{
+    if (path[0] == '\0') {
+        errno = ENOENT;
+        return -1;
+    }
+    char *copy = xstrdup(path);
+    for (char *p = copy + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char end = *p;
+        *p = '\0';
+        if (mkdir(copy, 0700) == -1 && errno != EEXIST) {
+            int error = errno;
+            free(copy);
+            errno = error;
+            return -1;
+        }
+        *p = end;
+        if (end == '\0')
+            break;
+    }
+    free(copy);
+    return 0;
+}
+
+/* Waits for the supervisor's word on the ready pipe (0 once its pid file is written), and for the
+ * pipe's end: then the supervisor has closed all it inherited. Returns 0 or -1 with *err set. */
+static int exec_wait_ready(int ready_fd, const char *run_dir, char **err)
+{
+    char buf[sizeof(int) + 1]; /* room for one byte too many, to notice it */
+    size_t got = 0;
+    int word;
+
+    while (got < sizeof buf) {
+        ssize_t n = read(ready_fd, buf + got, sizeof buf - got);
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got != sizeof word) {
+        *err = xasprintf("%s: the supervisor died while starting", run_dir);
+        return -1;
+    }
+    memcpy(&word, buf, sizeof word);
+    if (word != 0) {
+        *err = xasprintf("%s: the supervisor could not write its pid file: %s", run_dir,
+                         strerror(word));
+        return -1;
+    }
+    return 0;
+}
+
+/* Forks the supervisor and waits until it is settled (see exec_wait_ready), so that on return
+ * run_dir/pid names it and it holds none of the caller's descriptors. Every signal is blocked
+ * across the fork so that none of the caller's handlers runs in the child. */
+static pid_t exec_fork_supervisor(const struct exec_spec *spec, int dir_fd, int lock_fd, char **err)
+{
+    sigset_t all, saved;
+    int ready[2];
+    int wstatus;
+
+    if (pipe2(ready, O_CLOEXEC) == -1) {
+        *err = xasprintf("pipe: %s", strerror(errno));
+        return -1;
+    }
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &saved);
+    pid_t pid = fork();
+    if (pid == 0)
+        supervisor_run(spec, lock_fd, dir_fd, ready[1]);
+    int error = errno;
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+    close(ready[1]);
+    if (pid == -1) {
+        *err = xasprintf("fork: %s", strerror(error));
+        close(ready[0]);
+        return -1;
+    }
+    int rc = exec_wait_ready(ready[0], spec->run_dir, err);
+    close(ready[0]);
+    if (rc == 0)
+        return pid;
+    while (waitpid(pid, &wstatus, 0) == -1 && errno == EINTR)
+        ;
+    return -1;
+}
+
+/* Removes what an earlier try left (the caller holds the lock). Returns 0 or -1 with errno. */
+static int exec_clear(int dir_fd)
+{
+    static const char *const stale[] = {"pid", "pid.tmp", "status", "status.tmp"};
+
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++)
+        if (unlinkat(dir_fd, stale[i], 0) == -1 && errno != ENOENT)
+            return -1;
+    return 0;
+}
+
+int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err)
+{
+    int dir_fd = -1, lock_fd = -1;
+    pid_t pid = -1;
+
+    *err = NULL;
+    if (spec->argv == NULL || spec->argv[0] == NULL || spec->argv[0][0] == '\0') {
+        *err = xstrdup("empty command");
+        return -1;
+    }
+    if (exec_mkdirs(spec->run_dir) == -1 ||
+        (dir_fd = open(spec->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+        *err = xasprintf("%s: %s", spec->run_dir, strerror(errno));
+        goto out;
+    }
+    /* Taken before the fork, the lock is held from the instant the supervisor exists. */
+    lock_fd = openat(dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    if (lock_fd == -1 || flock(lock_fd, LOCK_EX | LOCK_NB) == -1) {
+        if (lock_fd != -1 && errno == EWOULDBLOCK)
+            *err = xasprintf("%s: a supervisor is running there", spec->run_dir);
+        else
+            *err = xasprintf("%s/lock: %s", spec->run_dir, strerror(errno));
+        goto out;
+    }
+    if (exec_clear(dir_fd) == -1) {
+        *err = xasprintf("%s: removing an earlier try's files: %s", spec->run_dir,
+                         strerror(errno));
+        goto out;
+    }
+    pid = exec_fork_supervisor(spec, dir_fd, lock_fd, err);
+    if (pid == -1)
+        exec_clear(dir_fd); /* a pid file without a supervisor would read as EXEC_LOST */
+out:
+    /* Closing ours does not release the lock while the supervisor's copy is open. */
+    if (lock_fd != -1)
+        close(lock_fd);
+    if (dir_fd != -1)
+        close(dir_fd);
+    if (pid == -1)
+        return -1;
+    *supervisor_pid = pid;
+    return 0;
+}
+
+char *exec_status_encode(const struct exec_status *status)
+{
+    char exec_error[sizeof status->exec_error];
+
+    /* jansson takes UTF-8 only, and argv[0] may be any bytes. */
+    snprintf(exec_error, sizeof exec_error, "%s", status->exec_error);
+    json_t *check = json_string(exec_error);
+    if (check == NULL)
+        for (char *p = exec_error; *p != '\0'; p++)
+            if ((unsigned char)*p >= 0x80)
+                *p = '?';
+    json_decref(check);
+
+    json_t *obj = json_pack("{s:i, s:i, s:b, s:b, s:s, s:I, s:I, s:i}",
+                            "exit_code", status->exit_code, "signal", status->signal,
+                            "timed_out", (int)status->timed_out, "cancelled",
+                            (int)status->cancelled, "exec_error", exec_error, "start_ms",
+                            (json_int_t)status->start_ms, "end_ms", (json_int_t)status->end_ms,
+                            "pgid", (int)status->pgid);
+    if (obj == NULL)
+        fatalx("exec_status_encode: json_pack failed");
+    char *json = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    if (json == NULL)
+        fatalx("exec_status_encode: out of memory");
+    char *text = xasprintf("%s\n", json);
+    free(json);
+    return text;
+}
+
+/* Reads run_dir/status into *status. Returns 0, or -1 if it is missing or unreadable. */
+static int exec_status_read(const char *run_dir, struct exec_status *status)
+{
+    char *path = xasprintf("%s/status", run_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    free(path);
+    if (fd == -1)
+        return -1;
+    json_t *obj = json_loadfd(fd, 0, NULL);
+    close(fd);
+    if (obj == NULL)
+        return -1;
+
+    int exit_code, sig, timed_out, cancelled, pgid;
+    json_int_t start_ms, end_ms;
+    const char *exec_error;
+    int rc = json_unpack(obj, "{s:i, s:i, s:b, s:b, s:s, s:I, s:I, s:i}", "exit_code",
+                         &exit_code, "signal", &sig, "timed_out", &timed_out, "cancelled",
+                         &cancelled, "exec_error", &exec_error, "start_ms", &start_ms, "end_ms",
+                         &end_ms, "pgid", &pgid);
+    if (rc == 0) {
+        memset(status, 0, sizeof *status);
+        status->exit_code = exit_code;
+        status->signal = sig;
+        status->timed_out = timed_out;
+        status->cancelled = cancelled;
+        snprintf(status->exec_error, sizeof status->exec_error, "%s", exec_error);
+        status->start_ms = start_ms;
+        status->end_ms = end_ms;
+        status->pgid = pgid;
+    }
+    json_decref(obj);
+    return rc == 0 ? 0 : -1;
+}
+
+/* Parses run_dir/pid. Returns 0, or -1 if it is missing or malformed. */
+static int exec_pid_read(const char *run_dir, pid_t *supervisor, pid_t *pgid, struct stat *st)
+{
+    char *path = xasprintf("%s/pid", run_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    free(path);
+    if (fd == -1)
+        return -1;
+    char line[64];
+    ssize_t n = read(fd, line, sizeof line - 1);
+    int rc = st != NULL ? fstat(fd, st) : 0;
+    close(fd);
+    if (n <= 0 || rc == -1)
+        return -1;
+    line[n] = '\0';
+
+    long first, second;
+    if (sscanf(line, "%ld %ld", &first, &second) != 2 || first <= 0 || second < 0)
+        return -1;
+    *supervisor = (pid_t)first;
+    *pgid = (pid_t)second;
+    return 0;
+}
+
+static bool exec_file_exists(const char *run_dir, const char *name)
+{
+    char *path = xasprintf("%s/%s", run_dir, name);
+    bool exists = access(path, F_OK) == 0;
+    free(path);
+    return exists;
+}
+
+enum exec_probe exec_probe(const char *run_dir, struct exec_status *status)
+{
+    if (exec_status_read(run_dir, status) == 0)
+        return EXEC_DONE;
+
+    char *path = xasprintf("%s/lock", run_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    free(path);
+    /* Shared: two probes at once must not take each other for a supervisor. */
+    if (fd != -1 && flock(fd, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK) {
+        close(fd);
+        return EXEC_RUNNING;
+    }
+    /* No supervisor here; one may have written its status just before it went. */
+    enum exec_probe result;
+    if (exec_status_read(run_dir, status) == 0)
+        result = EXEC_DONE;
+    else if (exec_file_exists(run_dir, "pid"))
+        result = EXEC_LOST;
+    else
+        result = EXEC_NOT_STARTED;
+    if (fd != -1)
+        close(fd);
+    return result;
+}
+
+pid_t exec_supervisor_pid(const char *run_dir)
+{
+    pid_t supervisor, pgid;
+
+    return exec_pid_read(run_dir, &supervisor, &pgid, NULL) == 0 ? supervisor : -1;
+}
+
+int exec_cancel(const char *run_dir)
+{
+    struct exec_status status;
+
+    if (exec_probe(run_dir, &status) != EXEC_RUNNING)
+        return -1;
+    pid_t pid = exec_supervisor_pid(run_dir);
+    if (pid <= 0 || kill(pid, SIGTERM) == -1)
+        return -1;
+    return 0;
+}
+
+/* Whether a file last modified at mtime was written before this boot: then every process it
+ * names is long gone, and its numbers may belong to strangers. */
+static bool exec_before_boot(const struct timespec *mtime)
+{
+    struct timespec now, up;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    clock_gettime(CLOCK_BOOTTIME, &up);
+    /* A second of slack: the two clocks were read one after the other. */
+    return mtime->tv_sec + 1 < now.tv_sec - up.tv_sec;
+}
+
+void exec_kill_orphans(const char *run_dir)
+{
+    pid_t supervisor, pgid;
+    struct stat st;
+
+    if (exec_pid_read(run_dir, &supervisor, &pgid, &st) == -1 || pgid <= 0)
+        return;
+    if (exec_before_boot(&st.st_mtim))
+        return;
+    kill(-pgid, SIGKILL);
+}

@@ -1,0 +1,407 @@
+/* supervisor.c — the supervisor: the child of exec_start's fork, and the task's parent.
+ *
+ * It runs no daemon code. Its first acts are to reset every signal, leave the daemon's session and
+ * close every descriptor it inherited but three; then it forks the task, waits for it under the
+ * time limit and the cancel signal, writes the status and leaves. It is a fork without exec, so it
+ * shares the daemon's libc state; that is sound because the daemon is single-threaded. It leaves
+ * with _exit only, so no atexit handler or stdio buffer of the daemon runs a second time.
+ */
+#include "exec/exec-internal.h"
+#include "util/xalloc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The descriptors the supervisor keeps, at fixed numbers, all close-on-exec: the task gets none. */
+enum {
+    SUPERVISOR_LOCK_FD = 3,  /* run_dir/lock, flock()ed: the lock goes when the supervisor does */
+    SUPERVISOR_DIR_FD = 4,   /* run_dir: every file is opened relative to it */
+    SUPERVISOR_READY_FD = 5, /* exec_start waits on it; closed once the pid file is written */
+    SUPERVISOR_FIRST_FREE_FD = 6,
+};
+
+#define SUPERVISOR_DEFAULT_GRACE_MS 10000
+
+/* Where the task child failed before exec; it sends this through its close-on-exec pipe. */
+enum supervisor_stage {
+    STAGE_SETSID,
+    STAGE_STDIN,
+    STAGE_STDOUT,
+    STAGE_STDERR,
+    STAGE_CHDIR,
+    STAGE_EXEC,
+};
+
+struct supervisor_failure {
+    int stage;
+    int error;
+};
+
+enum supervisor_phase {
+    PHASE_RUNNING,     /* deadline_ms: the time limit */
+    PHASE_TERMINATING, /* SIGTERM sent; deadline_ms: the end of the grace */
+    PHASE_KILLED,      /* SIGKILL sent; no deadline */
+};
+
+struct supervisor {
+    const struct exec_spec *spec;
+    pid_t task; /* the task's pid, which is its pgid too; 0 if it never ran */
+    enum supervisor_phase phase;
+    int64_t deadline_ms; /* CLOCK_MONOTONIC; -1 for none */
+    struct exec_status status;
+};
+
+static int64_t supervisor_clock_ms(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void supervisor_reset_signals(void)
+{
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+
+    sigemptyset(&dfl.sa_mask);
+    for (int sig = 1; sig < NSIG; sig++)
+        sigaction(sig, &dfl, NULL); /* fails, harmlessly, for SIGKILL, SIGSTOP and libc's own */
+}
+
+static void supervisor_close_from(int first)
+{
+    if (close_range((unsigned)first, ~0U, 0) == 0)
+        return;
+    /* A kernel older than 5.9. */
+    DIR *dir = opendir("/proc/self/fd");
+    if (dir == NULL) {
+        for (long fd = first; fd < sysconf(_SC_OPEN_MAX); fd++)
+            close((int)fd);
+        return;
+    }
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        int fd = atoi(entry->d_name);
+        if (fd >= first && fd != dirfd(dir))
+            close(fd);
+    }
+    closedir(dir);
+}
+
+/* Moves the three kept descriptors to their fixed numbers, closes all others, and points 0, 1 and
+ * 2 at /dev/null: a surviving supervisor must not hold the daemon's socket, database or lock. */
+static int supervisor_setup_fds(int lock_fd, int dir_fd, int ready_fd)
+{
+    const int from[3] = {lock_fd, dir_fd, ready_fd};
+    const int to[3] = {SUPERVISOR_LOCK_FD, SUPERVISOR_DIR_FD, SUPERVISOR_READY_FD};
+    int high[3];
+
+    /* Lift all three above the fixed numbers first, so that no dup3 onto a fixed number closes
+     * one that has yet to move. */
+    for (int i = 0; i < 3; i++)
+        if ((high[i] = fcntl(from[i], F_DUPFD_CLOEXEC, SUPERVISOR_FIRST_FREE_FD)) == -1)
+            return -1;
+    for (int i = 0; i < 3; i++)
+        if (dup3(high[i], to[i], O_CLOEXEC) == -1)
+            return -1;
+    supervisor_close_from(SUPERVISOR_FIRST_FREE_FD);
+
+    int null = open("/dev/null", O_RDWR);
+    if (null == -1)
+        return -1;
+    for (int fd = 0; fd <= 2; fd++)
+        if (fd != null && dup2(null, fd) == -1)
+            return -1;
+    if (null > 2)
+        close(null);
+    return 0;
+}
+
+/* Replaces run_dir/name with data through name.tmp and a rename. durable: fsync the file before
+ * and the directory after, so that after a crash name holds all of data or its old self. Returns
+ * 0 or an errno. */
+static int supervisor_write_file(const char *name, const char *data, size_t len, bool durable)
+{
+    char tmp[32];
+    int error;
+
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    int fd = openat(SUPERVISOR_DIR_FD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd == -1)
+        return errno;
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1)
+            goto fail;
+        data += n;
+        len -= (size_t)n;
+    }
+    if (durable && fsync(fd) == -1)
+        goto fail;
+    if (close(fd) == -1)
+        return errno;
+    if (renameat(SUPERVISOR_DIR_FD, tmp, SUPERVISOR_DIR_FD, name) == -1)
+        return errno;
+    if (durable && fsync(SUPERVISOR_DIR_FD) == -1)
+        return errno;
+    return 0;
+fail:
+    error = errno;
+    close(fd);
+    unlinkat(SUPERVISOR_DIR_FD, tmp, 0);
+    return error;
+}
+
+static int supervisor_write_pid(pid_t task)
+{
+    char line[64];
+    int len = snprintf(line, sizeof line, "%ld %ld\n", (long)getpid(), (long)task);
+    return supervisor_write_file("pid", line, (size_t)len, false);
+}
+
+/* Opens path (relative to dir) as descriptor target. */
+static int supervisor_redirect(int dir, const char *path, int flags, int target)
+{
+    int fd = openat(dir, path, flags | O_CLOEXEC, 0600);
+    if (fd == -1)
+        return -1;
+    /* The opened fd cannot be target: 0, 1 and 2 are open (/dev/null) in the supervisor. */
+    int rc = dup2(fd, target);
+    close(fd);
+    return rc == -1 ? -1 : 0;
+}
+
+/* The task child: its own session and group, its files, its directory, a clean signal state, its
+ * environment, then exec. Anything failing goes down report_fd as a supervisor_failure. */
+static void __attribute__((noreturn)) supervisor_task(const struct exec_spec *spec, int report_fd)
+{
+    static char *const no_env[] = {NULL};
+    struct supervisor_failure failure = {STAGE_SETSID, 0};
+    sigset_t none;
+    ssize_t written;
+
+    if (setsid() == -1)
+        goto fail;
+    failure.stage = STAGE_STDIN;
+    if (supervisor_redirect(AT_FDCWD, "/dev/null", O_RDONLY, STDIN_FILENO) == -1)
+        goto fail;
+    failure.stage = STAGE_STDOUT;
+    if (supervisor_redirect(SUPERVISOR_DIR_FD, "stdout", O_WRONLY | O_CREAT | O_APPEND,
+                            STDOUT_FILENO) == -1)
+        goto fail;
+    failure.stage = STAGE_STDERR;
+    if (supervisor_redirect(SUPERVISOR_DIR_FD, "stderr", O_WRONLY | O_CREAT | O_APPEND,
+                            STDERR_FILENO) == -1)
+        goto fail;
+    failure.stage = STAGE_CHDIR;
+    if (chdir(spec->workdir != NULL ? spec->workdir : "/") == -1)
+        goto fail;
+    /* Dispositions are already the defaults (supervisor_run reset them); the mask is not. */
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* execvpe() searches the PATH of environ, not the one in the envp it is given: make the task's
+     * environment ours, so that the search uses the task's PATH. */
+    environ = spec->env != NULL ? (char **)spec->env : (char **)no_env;
+    failure.stage = STAGE_EXEC;
+    execvp(spec->argv[0], spec->argv);
+fail:
+    failure.error = errno;
+    written = write(report_fd, &failure, sizeof failure);
+    (void)written;
+    _exit(127);
+}
+
+static void supervisor_describe_failure(struct supervisor *sup,
+                                        const struct supervisor_failure *failure)
+{
+    char *buf = sup->status.exec_error;
+    size_t size = sizeof sup->status.exec_error;
+    const char *why = strerror(failure->error);
+
+    switch (failure->stage) {
+    case STAGE_SETSID:
+        snprintf(buf, size, "setsid: %s", why);
+        break;
+    case STAGE_STDIN:
+        snprintf(buf, size, "/dev/null: %s", why);
+        break;
+    case STAGE_STDOUT:
+        snprintf(buf, size, "stdout: %s", why);
+        break;
+    case STAGE_STDERR:
+        snprintf(buf, size, "stderr: %s", why);
+        break;
+    case STAGE_CHDIR:
+        snprintf(buf, size, "chdir %s: %s", sup->spec->workdir, why);
+        break;
+    default:
+        snprintf(buf, size, "%s: %s", sup->spec->argv[0], why);
+        break;
+    }
+}
+
+static pid_t supervisor_waitpid(pid_t pid, int *wstatus, int flags)
+{
+    pid_t rc;
+
+    do
+        rc = waitpid(pid, wstatus, flags);
+    while (rc == -1 && errno == EINTR);
+    if (rc == -1)
+        fatalx("supervisor: waitpid %ld: %s", (long)pid, strerror(errno));
+    return rc;
+}
+
+/* Forks the task and learns whether its exec worked. On success sup->task is set and the time
+ * limit is running; otherwise status.exec_error says why. */
+static void supervisor_spawn(struct supervisor *sup)
+{
+    struct supervisor_failure failure;
+    int report[2];
+    ssize_t n;
+
+    sup->status.start_ms = supervisor_clock_ms(CLOCK_REALTIME);
+    int64_t started = supervisor_clock_ms(CLOCK_MONOTONIC);
+    if (pipe2(report, O_CLOEXEC) == -1) {
+        snprintf(sup->status.exec_error, sizeof sup->status.exec_error, "pipe: %s",
+                 strerror(errno));
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(report[0]);
+        supervisor_task(sup->spec, report[1]);
+    }
+    close(report[1]);
+    if (pid == -1) {
+        snprintf(sup->status.exec_error, sizeof sup->status.exec_error, "fork: %s",
+                 strerror(errno));
+        close(report[0]);
+        return;
+    }
+    /* Recorded at once, before the exec's outcome: a kill -9 of the supervisor from here on leaves
+     * a group that exec_kill_orphans can find. (Should the write fail, the file keeps pgid 0 and
+     * only the orphan kill is lost; the status still comes.) */
+    sup->status.pgid = pid;
+    supervisor_write_pid(pid);
+
+    do
+        n = read(report[0], &failure, sizeof failure);
+    while (n == -1 && errno == EINTR);
+    close(report[0]);
+    if (n == (ssize_t)sizeof failure) {
+        int wstatus;
+        supervisor_describe_failure(sup, &failure);
+        supervisor_waitpid(pid, &wstatus, 0);
+        return;
+    }
+    /* EOF: the exec closed the pipe. From here on the group exists (setsid came before exec). */
+    sup->task = pid;
+    sup->phase = PHASE_RUNNING;
+    sup->deadline_ms = sup->spec->timeout_ms > 0 ? started + sup->spec->timeout_ms : -1;
+}
+
+/* The time limit or a cancel: SIGTERM to the group, SIGKILL when the grace is over. */
+static void supervisor_terminate(struct supervisor *sup, bool *cause, int64_t now)
+{
+    int64_t grace = sup->spec->grace_ms > 0 ? sup->spec->grace_ms : SUPERVISOR_DEFAULT_GRACE_MS;
+
+    *cause = true;
+    kill(-sup->task, SIGTERM);
+    kill(-sup->task, SIGCONT); /* a stopped process would sit on its SIGTERM */
+    sup->phase = PHASE_TERMINATING;
+    sup->deadline_ms = now + grace;
+}
+
+static void supervisor_deadline(struct supervisor *sup, int64_t now)
+{
+    if (sup->phase == PHASE_RUNNING) {
+        supervisor_terminate(sup, &sup->status.timed_out, now);
+        return;
+    }
+    kill(-sup->task, SIGKILL);
+    sup->phase = PHASE_KILLED;
+    sup->deadline_ms = -1;
+}
+
+/* Waits for the task's main process, meeting the deadlines and SIGTERM/SIGINT (a cancel) on the
+ * way; all three signals are blocked, so they wait for sigtimedwait. */
+static void supervisor_wait(struct supervisor *sup)
+{
+    sigset_t waited;
+    int wstatus;
+
+    sigemptyset(&waited);
+    sigaddset(&waited, SIGCHLD);
+    sigaddset(&waited, SIGTERM);
+    sigaddset(&waited, SIGINT);
+    while (supervisor_waitpid(sup->task, &wstatus, WNOHANG) == 0) {
+        int64_t now = supervisor_clock_ms(CLOCK_MONOTONIC);
+        if (sup->deadline_ms >= 0 && now >= sup->deadline_ms) {
+            supervisor_deadline(sup, now);
+            continue;
+        }
+        int sig;
+        if (sup->deadline_ms < 0) {
+            sig = sigwaitinfo(&waited, NULL);
+        } else {
+            int64_t left = sup->deadline_ms - now;
+            struct timespec ts = {.tv_sec = left / 1000, .tv_nsec = (left % 1000) * 1000000};
+            sig = sigtimedwait(&waited, NULL, &ts);
+        }
+        if ((sig == SIGTERM || sig == SIGINT) && sup->phase == PHASE_RUNNING)
+            supervisor_terminate(sup, &sup->status.cancelled, now);
+    }
+    /* What we stopped goes entirely, grandchildren included; a task that ended by itself may
+     * leave what it chose to leave. */
+    if (sup->phase != PHASE_RUNNING)
+        kill(-sup->task, SIGKILL);
+    if (WIFEXITED(wstatus)) {
+        sup->status.exit_code = WEXITSTATUS(wstatus);
+    } else if (WIFSIGNALED(wstatus)) {
+        sup->status.signal = WTERMSIG(wstatus);
+    }
+}
+
+void supervisor_run(const struct exec_spec *spec, int lock_fd, int dir_fd, int ready_fd)
+{
+    struct supervisor sup = {.spec = spec, .deadline_ms = -1, .status.exit_code = -1};
+    sigset_t waited;
+    ssize_t written;
+
+    /* Entered with every signal blocked (exec_start saw to it), so no handler of the daemon's can
+     * run here before this reset. */
+    supervisor_reset_signals();
+    if (setsid() == -1 || supervisor_setup_fds(lock_fd, dir_fd, ready_fd) == -1)
+        _exit(127); /* exec_start sees the ready pipe close without a word */
+    int error = supervisor_write_pid(0);
+    written = write(SUPERVISOR_READY_FD, &error, sizeof error);
+    (void)written;
+    close(SUPERVISOR_READY_FD);
+    if (error != 0)
+        _exit(127);
+
+    sigemptyset(&waited);
+    sigaddset(&waited, SIGCHLD);
+    sigaddset(&waited, SIGTERM);
+    sigaddset(&waited, SIGINT);
+    sigprocmask(SIG_SETMASK, &waited, NULL);
+    supervisor_spawn(&sup);
+    if (sup.task > 0)
+        supervisor_wait(&sup);
+    sup.status.end_ms = supervisor_clock_ms(CLOCK_REALTIME);
+
+    char *text = exec_status_encode(&sup.status);
+    error = supervisor_write_file("status", text, strlen(text), true);
+    free(text);
+    _exit(error == 0 ? 0 : 1);
+}
