@@ -1,6 +1,7 @@
 /* The command table, the option parser and the dispatcher. */
 #include "cli/cli.h"
 #include "daemon/daemon.h"
+#include "exec/exec.h"
 #include "util/xalloc.h"
 
 #include <stdarg.h>
@@ -141,6 +142,10 @@ int cli_main(int argc, char **argv)
     }
     if (strcmp(argv[1], "daemon") == 0)
         return daemon_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "__supervise") == 0)
+        exec_supervise_main(); /* internal: started by the daemon for each attempt */
+    if (strcmp(argv[1], "__zygote") == 0)
+        exec_zygote_main(); /* internal: forks supervisors for the daemon */
     for (int i = 0; cli_commands[i]; i++) {
         const struct cmd_entry *cmd = cli_commands[i];
         if (strcmp(cmd->name, argv[1]) != 0)

@@ -84,7 +84,6 @@ static void finish(struct daemon *d, int64_t task, int attempt, const char *run_
     if (e->end == 0)
         e->end = daemon_now();
     core_attempt_exited(d->core, task, outcome, daemon_now(), &d->acts);
-    daemon_kick(d);
 }
 
 static void finish_run(struct daemon *d, struct run *r)
@@ -100,33 +99,88 @@ static void finish_run(struct daemon *d, struct run *r)
     free(r);
 }
 
-void daemon_reap(struct daemon *d)
+/* After attempts ended: schedule into the freed capacity at once, so that the ends and the
+ * starts they allow are committed in one transaction. */
+static void reschedule(struct daemon *d, size_t ended)
 {
-    pid_t pid;
-    int status;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        for (struct run *r = d->runs; r; r = r->next) {
-            if (r->child && r->pid == pid) {
-                finish_run(d, r);
-                break;
-            }
-        }
-    }
+    if (ended > 0)
+        core_schedule(d->core, daemon_now(), &d->acts);
     if (daemon_apply(d) < 0)
         event_base_loopexit(d->base, NULL);
+}
+
+static size_t reap_pid(struct daemon *d, pid_t pid)
+{
+    for (struct run *r = d->runs; r; r = r->next) {
+        if (r->child && r->pid == pid) {
+            finish_run(d, r);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void daemon_on_zygote(evutil_socket_t fd, short what, void *arg)
+{
+    daemon_reap(arg);
+}
+
+void daemon_start_zygote(struct daemon *d)
+{
+    char *err = NULL;
+    int fd = exec_zygote_start(&err);
+    if (fd < 0) {
+        fprintf(stderr, "drover daemon: %s; spawning supervisors directly\n", err);
+        free(err);
+        return;
+    }
+    d->zygote = event_new(d->base, fd, EV_READ | EV_PERSIST, daemon_on_zygote, d);
+    event_add(d->zygote, NULL);
+}
+
+/* The zygote died: its supervisors live on, and are watched through their run directories. */
+static void zygote_lost(struct daemon *d)
+{
+    fprintf(stderr, "drover daemon: the zygote died; starting another\n");
+    event_free(d->zygote);
+    d->zygote = NULL;
+    exec_zygote_stop();
+    for (struct run *r = d->runs; r; r = r->next)
+        r->child = false;
+    daemon_start_zygote(d);
+}
+
+void daemon_reap(struct daemon *d)
+{
+    pid_t pid, pids[64];
+    int status, n;
+    size_t ended = 0;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        ended += reap_pid(d, pid);
+    while (exec_zygote_running() && (n = exec_zygote_exited(pids, 64)) != 0) {
+        if (n < 0) {
+            zygote_lost(d);
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            ended += reap_pid(d, pids[i]);
+    }
+    reschedule(d, ended);
 }
 
 void daemon_poll_adopted(struct daemon *d)
 {
     struct exec_status st;
     struct run *r = d->runs, *next;
+    size_t ended = 0;
     for (; r; r = next) {
         next = r->next;
-        if (!r->child && exec_probe(r->run_dir, &st) != EXEC_RUNNING)
+        if (!r->child && exec_probe(r->run_dir, &st) != EXEC_RUNNING) {
             finish_run(d, r);
+            ended++;
+        }
     }
-    if (daemon_apply(d) < 0)
-        event_base_loopexit(d->base, NULL);
+    reschedule(d, ended);
 }
 
 struct restore_ctx {
@@ -189,6 +243,7 @@ int daemon_restore(struct daemon *d, char **err)
         finish(d, ctx.done[i].task, ctx.done[i].attempt, ctx.done[i].run_dir);
         free(ctx.done[i].run_dir);
     }
+    daemon_kick(d);
     free(ctx.done);
     if (adopted || ctx.ndone)
         fprintf(stderr, "drover daemon: re-adopted %zu running attempts, %zu ended while"

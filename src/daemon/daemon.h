@@ -54,6 +54,7 @@ struct daemon {
     struct event *wakeup;     /* core_next_wakeup */
     struct event *poll;       /* adopted supervisors */
     struct event *sigchld, *sigterm, *sigint, *sighup;
+    struct event *zygote;     /* readable when supervisors forked by the zygote exit */
     struct evconnlistener *listener;
     struct run *runs;
     struct attempt_end *ends;
@@ -71,9 +72,15 @@ core_time daemon_now(void);
 /* Commits the accumulated actions, then carries them out. Returns -1 if the commit failed
  * (the daemon then stops: the store is the truth and a restart recovers from it). */
 int daemon_apply(struct daemon *d);
+/* The same, committing the first batch in the transaction the caller began (so that, e.g., a
+ * new task, its first state and its start are one commit). */
+int daemon_apply_txn(struct daemon *d);
 /* Asks for a scheduling pass at the next loop turn. */
 void daemon_kick(struct daemon *d);
 void daemon_reap(struct daemon *d);
+/* Starts the zygote that forks supervisors (exec/zygote.c); without it, exec_start spawns them
+ * directly, which is slower but equivalent. */
+void daemon_start_zygote(struct daemon *d);
 /* Tracks a running attempt; takes ownership of run_dir. */
 struct run *run_add(struct daemon *d, int64_t task, int attempt, pid_t pid, bool child,
                     char *run_dir, core_time start, const struct core_placement *placement);

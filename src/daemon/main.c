@@ -1,5 +1,6 @@
 /* drover daemon: sets up the state directory, the store, core and the event loop. */
 #include "daemon/daemon.h"
+#include "exec/exec.h"
 #include "util/parse.h"
 #include "util/paths.h"
 #include "util/xalloc.h"
@@ -141,6 +142,9 @@ static void daemon_events(struct daemon *d)
 
 static void daemon_free(struct daemon *d)
 {
+    if (d->zygote)
+        event_free(d->zygote);
+    exec_zygote_stop();
     event_free(d->kick);
     event_free(d->wakeup);
     event_free(d->poll);
@@ -190,6 +194,7 @@ int daemon_main(int argc, char **argv)
     if (d.store == NULL || daemon_machine(&d, &err) < 0)
         goto fail;
     daemon_events(&d);
+    daemon_start_zygote(&d);
     char *sock = paths_join(d.home, "drover.sock");
     int rc = daemon_restore(&d, &err) < 0 ? -1 : server_listen(&d, sock, &err);
     if (rc < 0) {

@@ -174,26 +174,20 @@ static json_t *submit_ids_reply(struct daemon *d, int64_t first, size_t n, bool 
                      "existing", existing);
 }
 
-/* Inserts every task of the submission in one transaction: durable before anyone hears. */
+/* Inserts every task of the submission, in the caller's transaction. */
 static int submit_store(struct daemon *d, struct submit *s, size_t count, int64_t *first)
 {
-    store_begin(d->store);
     for (size_t i = 0; i < count; i++) {
         s->rec.array_index = s->array ? json_integer_value(json_array_get(s->array, i)) : -1;
         if (i > 0)
             s->rec.key = NULL; /* the key names the whole submission, held by its first task */
-        if (store_insert_task(d->store, &s->rec) < 0) {
-            store_rollback(d->store);
+        if (store_insert_task(d->store, &s->rec) < 0)
             return -1;
-        }
         if (i == 0)
             *first = s->rec.spec.id;
     }
-    if ((s->array && store_set_array(d->store, *first, *first + (int64_t)count - 1) < 0) ||
-        store_commit(d->store) < 0) {
-        store_rollback(d->store);
+    if (s->array && store_set_array(d->store, *first, *first + (int64_t)count - 1) < 0)
         return -1;
-    }
     return 0;
 }
 
@@ -221,8 +215,12 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
     if (submit_deps(d, req, &s) < 0)
         goto out;
     s.rec.spec.submit_time = daemon_now();
+    /* One transaction: the tasks, their first states and whatever starts at once. The reply
+     * comes only after the commit. */
+    store_begin(d->store);
     if (submit_store(d, &s, count, &first) < 0) {
         s.reply_err = reply_error(1, "cannot store the task: %s", store_error(d->store));
+        store_rollback(d->store);
         goto out;
     }
     for (size_t i = 0; i < count; i++) {
@@ -231,11 +229,13 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
         if (core_submit(d->core, &s.rec.spec, s.rec.spec.submit_time, &d->acts) < 0)
             fatalx("core refused task %lld that the store accepted", (long long)s.rec.spec.id);
     }
-    if (daemon_apply(d) < 0)
-        reply = reply_error(1, "the daemon could not commit the task's state");
-    else
+    core_schedule(d->core, daemon_now(), &d->acts);
+    if (daemon_apply_txn(d) < 0) {
+        reply = reply_error(1, "the daemon could not commit the task");
+        event_base_loopexit(d->base, NULL);
+    } else {
         reply = submit_ids_reply(d, first, count, false);
-    daemon_kick(d);
+    }
 out:
     json_decref(s.rec.env);
     free(s.deps);

@@ -82,10 +82,11 @@ static char *run_dir_for(struct daemon *d, int64_t task, int attempt)
     return xasprintf("%s/runs/%lld/%d", d->home, (long long)task, attempt);
 }
 
-static int apply_commit(struct daemon *d, const struct core_actions *acts, core_time now)
+/* Writes the pending attempt ends and the batch's state changes, inside the caller's
+ * transaction. Returns -1 on a store error. */
+static int apply_write(struct daemon *d, const struct core_actions *acts, core_time now)
 {
     char buf[512];
-    store_begin(d->store);
     for (size_t i = 0; i < d->nends; i++) {
         const struct attempt_end *e = &d->ends[i];
         int rc = e->discard ? store_attempt_discard(d->store, e->task, e->attempt)
@@ -93,7 +94,7 @@ static int apply_commit(struct daemon *d, const struct core_actions *acts, core_
                                                 e->end, e->exit_code, e->signal, e->outcome,
                                                 e->reason);
         if (rc < 0)
-            goto fail;
+            return -1;
     }
     for (size_t i = 0; i < acts->n; i++) {
         const struct core_action *a = &acts->v[i];
@@ -106,15 +107,23 @@ static int apply_commit(struct daemon *d, const struct core_actions *acts, core_
             free(dir);
         }
         if (rc < 0)
-            goto fail;
+            return -1;
+    }
+    return 0;
+}
+
+/* Writes and commits the batch in the transaction the caller began. */
+static int apply_commit(struct daemon *d, const struct core_actions *acts, core_time now)
+{
+    if (apply_write(d, acts, now) < 0) {
+        store_rollback(d->store);
+        goto fail;
     }
     if (store_commit(d->store) < 0)
-        goto fail_committed;
+        goto fail;
     d->nends = 0;
     return 0;
 fail:
-    store_rollback(d->store);
-fail_committed:
     fprintf(stderr, "drover daemon: cannot commit state: %s; stopping (a restart recovers)\n",
             store_error(d->store));
     return -1;
@@ -240,14 +249,19 @@ static void apply_wakeup(struct daemon *d, core_time now)
     event_add(d->wakeup, &tv);
 }
 
-int daemon_apply(struct daemon *d)
+/* Commits the accumulated actions (in the transaction the caller began, if in_txn), carries
+ * them out, and repeats for what carrying them out caused. */
+static int apply_loop(struct daemon *d, bool in_txn)
 {
     bool changed = false;
-    while (d->acts.n > 0 || d->nends > 0) {
+    while (in_txn || d->acts.n > 0 || d->nends > 0) {
         struct core_actions batch = d->acts;
         core_time now = daemon_now();
         memset(&d->acts, 0, sizeof d->acts);
         changed = true;
+        if (!in_txn)
+            store_begin(d->store);
+        in_txn = false;
         if (apply_commit(d, &batch, now) < 0) {
             core_actions_free(&batch);
             return -1;
@@ -270,4 +284,14 @@ int daemon_apply(struct daemon *d)
         ops_notify_waiters(d);
     apply_wakeup(d, daemon_now());
     return 0;
+}
+
+int daemon_apply(struct daemon *d)
+{
+    return apply_loop(d, false);
+}
+
+int daemon_apply_txn(struct daemon *d)
+{
+    return apply_loop(d, true);
 }

@@ -72,12 +72,10 @@ static int exec_wait_ready(int ready_fd, const char *run_dir, char **err)
     return 0;
 }
 
-/* Forks the supervisor and waits until it is settled (see exec_wait_ready), so that on return
- * run_dir/pid names it and it holds none of the caller's descriptors. Every signal is blocked
- * across the fork so that none of the caller's handlers runs in the child. */
+/* Starts the supervisor (spawn.c) and waits until it is settled (see exec_wait_ready), so that on
+ * return run_dir/pid names it and it holds none of the caller's descriptors. */
 static pid_t exec_fork_supervisor(const struct exec_spec *spec, int dir_fd, int lock_fd, char **err)
 {
-    sigset_t all, saved;
     int ready[2];
     int wstatus;
 
@@ -85,16 +83,10 @@ static pid_t exec_fork_supervisor(const struct exec_spec *spec, int dir_fd, int 
         *err = xasprintf("pipe: %s", strerror(errno));
         return -1;
     }
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &saved);
-    pid_t pid = fork();
-    if (pid == 0)
-        supervisor_run(spec, lock_fd, dir_fd, ready[1]);
-    int error = errno;
-    sigprocmask(SIG_SETMASK, &saved, NULL);
+    pid_t pid = exec_zygote_running() ? exec_zygote_fork(spec, dir_fd, lock_fd, ready[1], err)
+                                      : exec_spawn_supervisor(spec, dir_fd, lock_fd, ready[1], err);
     close(ready[1]);
     if (pid == -1) {
-        *err = xasprintf("fork: %s", strerror(error));
         close(ready[0]);
         return -1;
     }

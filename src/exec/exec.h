@@ -63,6 +63,22 @@ pid_t exec_supervisor_pid(const char *run_dir);
  * grace. Returns 0, or -1 if no supervisor is running there. */
 int exec_cancel(const char *run_dir);
 
+/* The supervisor's entry point: `drover __supervise`, started by exec_start with its spec on a
+ * pipe. Never returns. */
+int exec_supervise_main(void) __attribute__((noreturn));
+
+/* The zygote (exec/zygote.c): a small process that forks supervisors for the daemon, far more
+ * cheaply than the daemon could fork or exec them. Once started, exec_start uses it. Start returns
+ * a descriptor that becomes readable when supervisors exit; exec_zygote_exited then fills pids
+ * with those reaped (returns their count, or -1 if the zygote died: stop it, and restart it or
+ * let exec_start spawn supervisors directly). */
+int exec_zygote_start(char **err);
+int exec_zygote_exited(pid_t *pids, int max);
+bool exec_zygote_running(void);
+void exec_zygote_stop(void);
+/* `drover __zygote`. Never returns. */
+int exec_zygote_main(void) __attribute__((noreturn));
+
 /* After EXEC_LOST: kills whatever is left of the task's process group (SIGKILL). */
 void exec_kill_orphans(const char *run_dir);
 

@@ -1,10 +1,9 @@
-/* supervisor.c — the supervisor: the child of exec_start's fork, and the task's parent.
+/* supervisor.c — the supervisor: `drover __supervise`, spawned by exec_start (spawn.c), and the
+ * task's parent.
  *
  * It runs no daemon code. Its first acts are to reset every signal, leave the daemon's session and
  * close every descriptor it inherited but three; then it forks the task, waits for it under the
- * time limit and the cancel signal, writes the status and leaves. It is a fork without exec, so it
- * shares the daemon's libc state; that is sound because the daemon is single-threaded. It leaves
- * with _exit only, so no atexit handler or stdio buffer of the daemon runs a second time.
+ * time limit and the cancel signal, writes the status and leaves, with _exit only.
  */
 #include "exec/exec-internal.h"
 #include "util/xalloc.h"
@@ -161,11 +160,20 @@ fail:
     return error;
 }
 
+/* Writes "<supervisor pid> <task pgid>\n" over the pid file in place, in one fixed-width write:
+ * a reader sees the old line or the new one, never a mix, and no temporary file is created per
+ * update (file creation is a large part of an attempt's cost; docs/BENCHMARKS.md). Returns 0 or
+ * an errno. */
 static int supervisor_write_pid(pid_t task)
 {
     char line[64];
-    int len = snprintf(line, sizeof line, "%ld %ld\n", (long)getpid(), (long)task);
-    return supervisor_write_file("pid", line, (size_t)len, false);
+    int len = snprintf(line, sizeof line, "%10ld %10ld\n", (long)getpid(), (long)task);
+    int fd = openat(SUPERVISOR_DIR_FD, "pid", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd == -1)
+        return errno;
+    int error = pwrite(fd, line, (size_t)len, 0) == len ? 0 : errno ? errno : EIO;
+    close(fd);
+    return error;
 }
 
 /* Opens path (relative to dir) as descriptor target. */
@@ -276,11 +284,12 @@ static void supervisor_spawn(struct supervisor *sup)
                  strerror(errno));
         return;
     }
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(report[0]);
+    /* vfork: the task shares our pages until it execs, so no page table is copied (a fork here
+     * costs about a millisecond on a virtual machine). The child only makes system calls, sets
+     * environ (ours too, which we no longer use) and leaves by exec or _exit. */
+    pid_t pid = vfork();
+    if (pid == 0)
         supervisor_task(sup->spec, report[1]);
-    }
     close(report[1]);
     if (pid == -1) {
         snprintf(sup->status.exec_error, sizeof sup->status.exec_error, "fork: %s",

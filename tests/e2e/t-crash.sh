@@ -9,7 +9,7 @@ kill_daemon() {
     local pid
     pid=$(daemon_pid)
     kill -9 "$pid"
-    dead() { ! kill -0 "$pid" 2>/dev/null; }
+    dead() { proc_gone "$pid"; }
     wait_until 10 dead
 }
 # Each task appends a line to its own file when it starts: a rerun would show as two lines.

@@ -845,8 +845,11 @@ static void test_no_inherited_descriptors(void **state)
     assert_true(finish(f->run_dir, supervisor).cancelled);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* exec_start spawns /proc/self/exe __supervise: this test binary plays drover's part. */
+    if (argc > 1 && strcmp(argv[1], "__supervise") == 0)
+        exec_supervise_main();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exit_zero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exit_code_recorded, setup, teardown),
