@@ -157,6 +157,7 @@ static void daemon_free(struct daemon *d)
         free(r->run_dir);
         free(r);
     }
+    free(d->ends);
     core_actions_free(&d->acts);
     core_free(d->core);
     store_close(d->store);

@@ -290,7 +290,8 @@ json_t *op_retry(struct daemon *d, struct conn *c, json_t *req)
         }
         revived++;
         xgrow((void **)&queue, &cap, n + nmore, sizeof *queue);
-        memcpy(queue + n, more, nmore * sizeof *more);
+        if (nmore > 0)
+            memcpy(queue + n, more, nmore * sizeof *more);
         n += nmore;
         free(more);
     }

@@ -8,6 +8,7 @@
  * page tables are copied and the daemon's pages stay its own.
  */
 #include "exec/exec-internal.h"
+#include "util/io.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -48,20 +49,6 @@ char *exec_spec_encode(const struct exec_spec *spec)
     if (text == NULL)
         fatalx("spawn_encode: out of memory");
     return text;
-}
-
-static int spawn_write_all(int fd, const char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t w = write(fd, data, len);
-        if (w == -1 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        data += w;
-        len -= (size_t)w;
-    }
-    return 0;
 }
 
 /* A copy of fd at or above 10, close-on-exec, so that the dup2s below cannot clobber a source. */
@@ -112,7 +99,7 @@ pid_t exec_spawn_supervisor(const struct exec_spec *spec, int dir_fd, int lock_f
     close(pipefd[0]);
     pipefd[0] = -1;
     char *text = exec_spec_encode(spec);
-    if (spawn_write_all(pipefd[1], text, strlen(text)) == -1) {
+    if (io_write_all(pipefd[1], text, strlen(text)) == -1) {
         /* The supervisor died before reading: the ready pipe will say so. */
     }
     free(text);

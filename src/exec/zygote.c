@@ -14,6 +14,7 @@
  * are the run directory's, not the zygote's), and a restarted daemon re-adopts them.
  */
 #include "exec/exec-internal.h"
+#include "util/io.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -42,36 +43,6 @@ static int zygote_fd = -1;          /* the daemon's end */
 static pid_t zygote_pid = -1;
 static pid_t *zygote_exited;        /* exit notices read while waiting for a FORKED answer */
 static size_t zygote_nexited, zygote_cap;
-
-static int zygote_write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w == -1 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-static int zygote_read_all(int fd, void *data, size_t len)
-{
-    char *p = data;
-    while (len > 0) {
-        ssize_t r = read(fd, p, len);
-        if (r == -1 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
 
 /* ---- the daemon's side ------------------------------------------------------------------- */
 
@@ -147,10 +118,10 @@ pid_t exec_zygote_fork(const struct exec_spec *spec, int dir_fd, int lock_fd, in
     ssize_t sent;
     while ((sent = sendmsg(zygote_fd, &msg, MSG_NOSIGNAL)) == -1 && errno == EINTR)
         ;
-    int rc = sent == (ssize_t)sizeof hdr ? zygote_write_all(zygote_fd, text, len) : -1;
+    int rc = sent == (ssize_t)sizeof hdr ? io_write_all(zygote_fd, text, len) : -1;
     free(text);
     struct zygote_record rec;
-    while (rc == 0 && (rc = zygote_read_all(zygote_fd, &rec, sizeof rec)) == 0) {
+    while (rc == 0 && (rc = io_read_all(zygote_fd, &rec, sizeof rec)) == 0) {
         if (rec.type == ZYGOTE_FORKED)
             break;
         zygote_note_exit(rec.pid);
@@ -176,7 +147,7 @@ int exec_zygote_exited(pid_t *pids, int max)
         if (poll(&p, 1, 0) != 1)
             break;
         struct zygote_record rec;
-        if (zygote_read_all(zygote_fd, &rec, sizeof rec) == -1)
+        if (io_read_all(zygote_fd, &rec, sizeof rec) == -1)
             return n > 0 ? n : -1;
         if (rec.type == ZYGOTE_EXITED)
             pids[n++] = rec.pid;
@@ -206,7 +177,7 @@ static json_t *zygote_receive(int fds[3])
     uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
     char *text = xmalloc(len + 1);
     json_t *spec = NULL;
-    if (zygote_read_all(ZYGOTE_SOCK_FD, text, len) == 0)
+    if (io_read_all(ZYGOTE_SOCK_FD, text, len) == 0)
         spec = json_loadb(text, len, 0, NULL);
     free(text);
     return spec;
@@ -217,7 +188,7 @@ static void zygote_reap(void)
     pid_t pid;
     while ((pid = waitpid(-1, NULL, WNOHANG)) > 0) {
         struct zygote_record rec = {ZYGOTE_EXITED, pid};
-        if (zygote_write_all(ZYGOTE_SOCK_FD, &rec, sizeof rec) == -1)
+        if (io_write_all(ZYGOTE_SOCK_FD, &rec, sizeof rec) == -1)
             _exit(0);
     }
 }
@@ -240,7 +211,7 @@ static void zygote_fork_one(void)
     json_decref(o);
     for (int i = 0; i < 3; i++)
         close(fds[i]);
-    if (zygote_write_all(ZYGOTE_SOCK_FD, &rec, sizeof rec) == -1)
+    if (io_write_all(ZYGOTE_SOCK_FD, &rec, sizeof rec) == -1)
         _exit(0);
 }
 

@@ -13,7 +13,20 @@ TESTS_RUN=0
 TESTS_FAILED=0
 
 cleanup() {
+    local rc=$? pid
+    pid=$(cat "$DROVER_HOME/daemon.lock" 2>/dev/null || true)
     "$DROVER" shutdown >/dev/null 2>&1 || true
+    for _ in $(seq 200); do   # let it exit (and any sanitizer report be written)
+        [ -z "$pid" ] || proc_gone "$pid" && break
+        sleep 0.05
+    done
+    # A daemon that crashed would be restarted by the next command and hide it: look at its log
+    # (sanitizer reports land there too in `make asan`).
+    if grep -qE "AddressSanitizer|LeakSanitizer|runtime error:|drover: fatal" "$DROVER_HOME/daemon.log" 2>/dev/null; then
+        echo "FAIL: the daemon log reports a crash or a sanitizer error:" >&2
+        grep -E -A8 "AddressSanitizer|LeakSanitizer|runtime error:|drover: fatal" "$DROVER_HOME/daemon.log" | head -40 >&2
+        rc=1
+    fi
     # Whatever a test left running: every supervisor and every task process group.
     for f in "$DROVER_HOME"/runs/*/*/pid; do
         [ -f "$f" ] || continue
@@ -26,6 +39,7 @@ cleanup() {
         [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
     fi
     rm -rf "$TMP"
+    exit "$rc"
 }
 trap cleanup EXIT
 

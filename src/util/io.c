@@ -1,0 +1,36 @@
+#include "util/io.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+int io_write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w == -1 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int io_read_all(int fd, void *data, size_t len)
+{
+    char *p = data;
+    while (len > 0) {
+        ssize_t r = read(fd, p, len);
+        if (r == -1 && errno == EINTR)
+            continue;
+        if (r == 0)
+            errno = ECONNRESET;
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
