@@ -14,67 +14,62 @@ static const struct cmd_opt ls_opts[] = {
     {NULL, 0, false, false, NULL},
 };
 
-/* "0,1" from a JSON array of GPU indices. */
-static void ls_gpus(json_t *gpus, const json_t *req, char *buf, size_t len)
+/* "0,1" from the latest attempt's GPUs (JSON text), or "(2)" for GPUs asked but not yet given. */
+static void ls_gpus(const char *gpus_text, long long asked, char *buf, size_t len)
 {
+    json_t *gpus = json_loads(gpus_text, 0, NULL), *g;
     size_t i, off = 0;
-    json_t *g;
     buf[0] = '\0';
     json_array_foreach(gpus, i, g)
         off += (size_t)snprintf(buf + off, len > off ? len - off : 0, "%s%lld", i ? "," : "",
                                 (long long)json_integer_value(g));
-    if (off == 0) {
-        long long n = json_integer_value(json_object_get(req, "gpus"));
-        snprintf(buf, len, n > 0 ? "(%lld)" : "-", n);
-    }
+    json_decref(gpus);
+    if (off == 0)
+        snprintf(buf, len, asked > 0 ? "(%lld)" : "-", asked);
 }
 
-static char *ls_command(json_t *cmd)
+/* The command from its JSON text, shell-like, cut at about 60 characters. */
+static void ls_command(const char *text, char *buf, size_t len)
 {
-    size_t i, len = 0;
-    json_t *a;
-    char *out = xstrdup("");
+    json_t *cmd = json_loads(text, 0, NULL), *a;
+    size_t i, off = 0;
+    buf[0] = '\0';
     json_array_foreach(cmd, i, a) {
-        char *next = xasprintf("%s%s%s", out, i ? " " : "", json_string_value(a));
-        free(out);
-        out = next;
-        len = strlen(out);
-        if (len > 60)
+        if (off >= len)
             break;
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", json_string_value(a));
     }
-    if (len > 60)
-        strcpy(out + 57, "...");
-    return out;
+    json_decref(cmd);
+    if (strlen(buf) > 60)
+        strcpy(buf + 57, "...");
 }
 
-static void ls_row(struct table *t, json_t *task, long long now)
+static long long row_int(json_t *row, size_t i)
 {
-    char id[24], pri[16], att[16], exit_code[16], gpus[64], when[32];
-    const char *state = json_string_value(json_object_get(task, "state"));
-    json_t *ec = json_object_get(task, "exit_code"), *start = json_object_get(task, "start_time");
-    json_t *end = json_object_get(task, "end_time");
-    snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(task, "id")));
-    snprintf(pri, sizeof pri, "%lld",
-             (long long)json_integer_value(json_object_get(task, "priority")));
-    snprintf(att, sizeof att, "%lld",
-             (long long)json_integer_value(json_object_get(task, "attempts")));
-    snprintf(exit_code, sizeof exit_code, "%s", "-");
-    if (json_is_integer(ec))
-        snprintf(exit_code, sizeof exit_code, "%lld", (long long)json_integer_value(ec));
-    ls_gpus(json_object_get(task, "gpus"), json_object_get(task, "request"), gpus, sizeof gpus);
-    strcpy(when, "-");
-    if (json_is_integer(start)) {
-        long long stop = json_is_integer(end) ? json_integer_value(end) : now;
-        if (strcmp(state, "running") == 0)
-            stop = now;
-        format_duration(stop - json_integer_value(start), when, sizeof when);
+    return (long long)json_integer_value(json_array_get(row, i));
+}
+
+/* One row of store_list_brief: [id, name, state, priority, gpus asked, attempts, exit code,
+ * start, end, command, gpus given]. */
+static void ls_row(struct table *t, json_t *row, long long now)
+{
+    char id[24], pri[16], att[16], exit_code[16] = "-", gpus[64], when[32] = "-", command[64];
+    const char *state = json_string_value(json_array_get(row, 2));
+    const char *name = json_string_value(json_array_get(row, 1));
+    snprintf(id, sizeof id, "%lld", row_int(row, 0));
+    snprintf(pri, sizeof pri, "%lld", row_int(row, 3));
+    snprintf(att, sizeof att, "%lld", row_int(row, 5));
+    if (json_is_integer(json_array_get(row, 6)))
+        snprintf(exit_code, sizeof exit_code, "%lld", row_int(row, 6));
+    if (json_is_integer(json_array_get(row, 7))) {
+        bool ended = json_is_integer(json_array_get(row, 8)) && strcmp(state, "running") != 0;
+        format_duration((ended ? row_int(row, 8) : now) - row_int(row, 7), when, sizeof when);
     }
-    char *command = ls_command(json_object_get(task, "command"));
-    const char *name = json_string_value(json_object_get(task, "name"));
+    ls_gpus(json_string_value(json_array_get(row, 10)), row_int(row, 4), gpus, sizeof gpus);
+    ls_command(json_string_value(json_array_get(row, 9)), command, sizeof command);
     const char *cells[] = {id, name ? name : "-", state, pri, gpus, att, exit_code, when,
                            command};
     table_add(t, cells, out_state_color(state));
-    free(command);
 }
 
 static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
@@ -85,6 +80,8 @@ static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
         json_object_set_new(req, "all", json_true());
     if (cmd_opt(cmd, args, "state"))
         json_object_set_new(req, "state", json_string(cmd_opt(cmd, args, "state")));
+    if (!cmd_opt(cmd, args, "json"))
+        json_object_set_new(req, "brief", json_true()); /* rows as arrays: far cheaper */
     json_t *reply = client_call(cmd->name, req, &rc);
     if (reply == NULL)
         return rc;

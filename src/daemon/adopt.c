@@ -231,6 +231,9 @@ static void restore_one(void *arg, int64_t id, enum task_state state, core_time 
 int daemon_restore(struct daemon *d, char **err)
 {
     struct restore_ctx ctx = {.d = d};
+    char *draining = store_setting(d->store, "draining");
+    core_set_drain(d->core, draining && strcmp(draining, "1") == 0); /* drain outlives restarts */
+    free(draining);
     if (store_each_live(d->store, restore_one, &ctx) < 0) {
         *err = xasprintf("cannot read the task list: %s", store_error(d->store));
         return -1;

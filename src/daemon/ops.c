@@ -83,8 +83,11 @@ static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
                               " retrying, succeeded, failed, timed_out, cancelled,"
                               " upstream_failed)",
                            json_is_string(state) ? json_string_value(state) : "?");
-    json_t *tasks = store_list_json(d->store, state ? json_string_value(state) : NULL,
-                                    json_is_true(json_object_get(req, "all")), daemon_now());
+    const char *filter = state ? json_string_value(state) : NULL;
+    bool all = json_is_true(json_object_get(req, "all"));
+    json_t *tasks = json_is_true(json_object_get(req, "brief"))
+                        ? store_list_brief(d->store, filter, all, daemon_now())
+                        : store_list_json(d->store, filter, all, daemon_now());
     return json_pack("{s:b,s:o}", "ok", 1, "tasks", tasks);
 }
 
@@ -170,6 +173,8 @@ static json_t *op_release(struct daemon *d, struct conn *c, json_t *req)
 static json_t *op_drain(struct daemon *d, struct conn *c, json_t *req)
 {
     bool on = !json_is_false(json_object_get(req, "on"));
+    if (store_set_setting(d->store, "draining", on ? "1" : "0") < 0)
+        return reply_error(1, "cannot record the drain: %s", store_error(d->store));
     core_set_drain(d->core, on);
     if (!on)
         daemon_kick(d);

@@ -209,3 +209,40 @@ json_t *store_list_json(struct store *st, const char *state_filter, bool all, co
     sqlite3_finalize(s);
     return list;
 }
+
+json_t *store_list_brief(struct store *st, const char *state_filter, bool all, core_time now)
+{
+    static const char sql[] =
+        "SELECT t.id, t.name, t.state, t.priority, t.gpus, t.attempts, a.exit_code,"
+        " a.start_ms, a.end_ms, t.command, a.gpus FROM tasks t"
+        " LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
+        " WHERE (?1 IS NULL OR t.state = ?1)"
+        " AND (?2 OR t.end_time IS NULL OR t.end_time >= ?3) ORDER BY t.id";
+    sqlite3_stmt *s;
+    json_t *rows = json_array();
+    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
+        return rows;
+    if (state_filter)
+        sqlite3_bind_text(s, 1, state_filter, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 2, all);
+    sqlite3_bind_int64(s, 3, now - 24 * 3600 * 1000LL);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        json_t *row = json_array();
+        json_array_append_new(row, json_integer(sqlite3_column_int64(s, 0)));
+        json_array_append_new(row, sqlite3_column_type(s, 1) == SQLITE_NULL
+                                       ? json_null() : json_string(col_text(s, 1)));
+        json_array_append_new(row, json_string(col_text(s, 2)));
+        json_array_append_new(row, json_integer(sqlite3_column_int(s, 3)));
+        json_array_append_new(row, json_integer(sqlite3_column_int(s, 4)));
+        json_array_append_new(row, json_integer(sqlite3_column_int(s, 5)));
+        json_array_append_new(row, col_int_or_null(s, 6));
+        json_array_append_new(row, col_int_or_null(s, 7));
+        json_array_append_new(row, col_int_or_null(s, 8));
+        json_array_append_new(row, json_string(col_text(s, 9)));  /* command, as JSON text */
+        json_array_append_new(row, json_string(sqlite3_column_type(s, 10) == SQLITE_NULL
+                                                   ? "" : col_text(s, 10)));
+        json_array_append_new(rows, row);
+    }
+    sqlite3_finalize(s);
+    return rows;
+}

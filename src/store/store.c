@@ -30,6 +30,7 @@ static const char *const store_migrations[] = {
     " outcome TEXT, reason TEXT, node INTEGER NOT NULL, gpus TEXT NOT NULL,"
     " gpu_mem INTEGER NOT NULL, run_dir TEXT NOT NULL, PRIMARY KEY (task_id, n));"
     "CREATE INDEX attempts_open ON attempts(task_id) WHERE end_ms IS NULL;",
+    "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
 };
 
 enum {
@@ -374,6 +375,33 @@ int store_reset_for_retry(struct store *st, int64_t id, core_time now)
     free(sql);
     (void)now;
     return rc;
+}
+
+int store_set_setting(struct store *st, const char *key, const char *value)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(st->db, "INSERT OR REPLACE INTO settings (key, value) VALUES (?1, ?2)",
+                           -1, &s, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, value, -1, SQLITE_STATIC);
+    int rc = store_step_done(st, s);
+    sqlite3_finalize(s);
+    return rc;
+}
+
+char *store_setting(struct store *st, const char *key)
+{
+    sqlite3_stmt *s;
+    char *value = NULL;
+    if (sqlite3_prepare_v2(st->db, "SELECT value FROM settings WHERE key = ?1", -1, &s, NULL) !=
+        SQLITE_OK)
+        return NULL;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        value = xstrdup((const char *)sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    return value;
 }
 
 /* Shared with query.c: the raw handle for one-off statements. */

@@ -26,6 +26,11 @@ int store_commit(struct store *st);
 void store_rollback(struct store *st);
 const char *store_error(struct store *st);
 
+/* Daemon settings that outlive a restart (e.g. "draining" = "1"). store_setting returns a
+ * malloc'd value or NULL. */
+int store_set_setting(struct store *st, const char *key, const char *value);
+char *store_setting(struct store *st, const char *key);
+
 /* A task as submitted. Strings and arrays are borrowed by the store functions. */
 struct task_record {
     const char *name;           /* may be NULL */
@@ -86,5 +91,10 @@ json_t *store_task_json(struct store *st, int64_t id);
 /* `ls --json`: an array of task objects (without per-attempt details). state_filter may be
  * NULL; all = include tasks that ended more than a day ago. */
 json_t *store_list_json(struct store *st, const char *state_filter, bool all, core_time now);
+
+/* `ls` for people: one array per task, [id, name, state, priority, gpus requested, attempts,
+ * exit code, start, end, command (as JSON text), GPUs of the latest attempt (as JSON text, ""
+ * before any)]. A fraction of the cost of the full objects with 100,000 tasks. */
+json_t *store_list_brief(struct store *st, const char *state_filter, bool all, core_time now);
 
 #endif

@@ -39,6 +39,13 @@ n=$(drover submit -- true)
 touch "$TMP/gate"
 drover wait "$r"
 expect_eq "$(state_of "$n")" queued "nothing starts while draining"
+t "drain outlives a daemon restart"
+drover shutdown
+wait_until 10 bash -c "! [ -S '$DROVER_HOME/drover.sock' ]"
+barrier_state=$(drover ls --state queued --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+expect_eq "$barrier_state" 1 "still queued after the restart"
+drover ls --json >/dev/null
+expect_eq "$(state_of "$n")" queued "still draining after the restart"
 drover undrain
 drover wait "$n"
 
