@@ -3,6 +3,7 @@
 #include "util/parse.h"
 #include "util/xalloc.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -40,6 +41,11 @@ static void ls_command(const char *text, char *buf, size_t len)
         off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", json_string_value(a));
     }
     json_decref(cmd);
+    char *w = buf; /* runs of white space (a script's newlines and indentation) become one */
+    for (char *r = buf; *r; r++)
+        if (!(isspace((unsigned char)*r) && w > buf && w[-1] == ' '))
+            *w++ = isspace((unsigned char)*r) ? ' ' : *r;
+    *w = '\0';
     if (strlen(buf) > 60)
         strcpy(buf + 57, "...");
 }

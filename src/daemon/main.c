@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <event2/listener.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 static void daemon_on_signal(evutil_socket_t sig, short what, void *arg)
@@ -187,6 +189,13 @@ int daemon_main(int argc, char **argv)
         return 1;
     }
     d.self_exe = realpath("/proc/self/exe", NULL);
+    /* Orphans below us (supervisors whose zygote died, tasks' stray grandchildren) are re-parented
+     * to the daemon, which reaps them, rather than to an init that may not. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    /* Keep freed heap instead of returning it with brk() after every burst: each page handed
+     * back and taken again is a page fault, a measurable part of an attempt's cost. */
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    mallopt(M_TOP_PAD, 4 << 20);
     d.core = core_new(&policy);
     char *dbpath = paths_join(d.home, "drover.db");
     d.store = store_open(dbpath, &err);

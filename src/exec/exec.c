@@ -1,6 +1,7 @@
 /* exec.c — the daemon's side of exec/: starting a supervisor (supervisor.c) and reading what it
  * leaves in the run directory. See exec.h for the layout of that directory. */
 #include "exec/exec-internal.h"
+#include "util/paths.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -15,33 +16,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-/* mkdir -p; what it creates gets mode 0700. Returns 0 or -1 with errno set. */
-static int exec_mkdirs(const char *path)
-{
-    if (path[0] == '\0') {
-        errno = ENOENT;
-        return -1;
-    }
-    char *copy = xstrdup(path);
-    for (char *p = copy + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char end = *p;
-        *p = '\0';
-        if (mkdir(copy, 0700) == -1 && errno != EEXIST) {
-            int error = errno;
-            free(copy);
-            errno = error;
-            return -1;
-        }
-        *p = end;
-        if (end == '\0')
-            break;
-    }
-    free(copy);
-    return 0;
-}
 
 /* Waits for the supervisor's word on the ready pipe (0 once its pid file is written), and for the
  * pipe's end: then the supervisor has closed all it inherited. Returns 0 or -1 with *err set. */
@@ -120,7 +94,9 @@ int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err)
         *err = xstrdup("empty command");
         return -1;
     }
-    if (exec_mkdirs(spec->run_dir) == -1 ||
+    /* A run directory made just now holds nothing stale to clear. */
+    bool fresh = mkdir(spec->run_dir, 0700) == 0;
+    if ((!fresh && paths_mkdir_p(spec->run_dir) == -1) ||
         (dir_fd = open(spec->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
         *err = xasprintf("%s: %s", spec->run_dir, strerror(errno));
         goto out;
@@ -134,7 +110,7 @@ int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err)
             *err = xasprintf("%s/lock: %s", spec->run_dir, strerror(errno));
         goto out;
     }
-    if (exec_clear(dir_fd) == -1) {
+    if (!fresh && exec_clear(dir_fd) == -1) {
         *err = xasprintf("%s: removing an earlier try's files: %s", spec->run_dir,
                          strerror(errno));
         goto out;

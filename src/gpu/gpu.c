@@ -12,10 +12,14 @@
 
 int gpu_parse_fake(const char *spec, struct gpu_inventory *inv, const char **err)
 {
-    char *copy = xstrdup(spec), *save = NULL;
+    char *copy = xstrdup(spec), *next = copy;
     memset(inv, 0, sizeof *inv);
     inv->source = "fake";
-    for (char *part = strtok_r(copy, ",", &save); part; part = strtok_r(NULL, ",", &save)) {
+    while (next) {
+        char *part = next, *comma = strchr(part, ',');
+        next = comma ? comma + 1 : NULL;
+        if (comma)
+            *comma = '\0';
         char *x = strchr(part, 'x');
         long long count;
         uint64_t mem;

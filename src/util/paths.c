@@ -23,20 +23,31 @@ char *paths_home(void)
 
 int paths_mkdir_p(const char *dir)
 {
-    char *copy = xstrdup(dir);
-    for (char *p = copy + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(copy, 0700) < 0 && errno != EEXIST) {
-            free(copy);
-            return -1;
-        }
-        *p = '/';
+    /* The leaf first: it is usually all that is missing (one run directory per attempt), and a
+     * walk from the root would cost a lookup per component every time. */
+    if (dir[0] == '\0') {
+        errno = ENOENT;
+        return -1;
     }
-    int rc = mkdir(copy, 0700) < 0 && errno != EEXIST ? -1 : 0;
-    free(copy);
-    return rc;
+    if (mkdir(dir, 0700) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return -1;
+    char *parent = xstrdup(dir);
+    char *slash = strrchr(parent, '/');
+    while (slash && slash > parent && slash[1] == '\0') { /* trailing slashes */
+        *slash = '\0';
+        slash = strrchr(parent, '/');
+    }
+    int rc = -1;
+    if (slash && slash > parent) {
+        *slash = '\0';
+        rc = paths_mkdir_p(parent);
+    }
+    free(parent);
+    if (rc < 0)
+        return -1;
+    return mkdir(dir, 0700) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 char *paths_join(const char *home, const char *name)

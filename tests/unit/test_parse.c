@@ -1,0 +1,166 @@
+/* The parsers for what users type, and the GPU inventory parsers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "gpu/gpu.h"
+#include "util/parse.h"
+
+static void test_sizes(void **state)
+{
+    const char *err;
+    uint64_t v;
+    static const struct { const char *in; uint64_t want; } ok[] = {
+        {"1024", 1024}, {"16G", 16ull << 30}, {"512M", 512ull << 20}, {"1.5T", 3ull << 39},
+        {"80GiB", 80ull << 30}, {"4k", 4096}, {"2GB", 2ull << 30}, {"0", 0}, {"10B", 10},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        assert_int_equal(parse_size(ok[i].in, &v, &err), 0);
+        assert_true(v == ok[i].want);
+    }
+    static const char *const bad[] = {"", "G", "12Q", "1.5.5G", "-1G", "16 G", "1e400",
+                                      "0.5", "16Gx", "nan", "inf"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err = NULL;
+        assert_int_equal(parse_size(bad[i], &v, &err), -1);
+        assert_non_null(err);
+    }
+}
+
+static void test_durations(void **state)
+{
+    const char *err;
+    int64_t ms;
+    static const struct { const char *in; int64_t want; } ok[] = {
+        {"90s", 90000}, {"15m", 900000}, {"2h", 7200000}, {"1d", 86400000},
+        {"1h30m", 5400000}, {"500ms", 500}, {"45", 45000}, {"0.5s", 500}, {"1m30s", 90000},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        assert_int_equal(parse_duration(ok[i].in, &ms, &err), 0);
+        assert_int_equal(ms, ok[i].want);
+    }
+    static const char *const bad[] = {"", "0s", "10x", "s", "1h30", "-5s", "1e99h", "5 s",
+                                      "0.0001s"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(parse_duration(bad[i], &ms, &err), -1);
+}
+
+static void test_ints_and_ids(void **state)
+{
+    const char *err;
+    long long v;
+    int64_t *ids;
+    size_t n;
+    assert_int_equal(parse_int("42", 0, 100, &v, &err), 0);
+    assert_int_equal(v, 42);
+    assert_int_equal(parse_int("101", 0, 100, &v, &err), -1);
+    assert_int_equal(parse_int("4x", 0, 100, &v, &err), -1);
+    assert_int_equal(parse_int(" 4", 0, 100, &v, &err), -1);
+    assert_int_equal(parse_int("99999999999999999999", 0, INT64_MAX, &v, &err), -1);
+    assert_int_equal(parse_id_list("3,7,12", &ids, &n, &err), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[2], 12);
+    free(ids);
+    static const char *const bad[] = {"", "0", "3,", ",3", "3,,4", "a", "-1", "3;4"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(parse_id_list(bad[i], &ids, &n, &err), -1);
+}
+
+static void test_backoff(void **state)
+{
+    const char *err;
+    int64_t ms[8];
+    int n;
+    assert_int_equal(parse_backoff("5,30,60", ms, 8, &n, &err), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(ms[1], 30000);
+    assert_int_equal(parse_backoff("0.2", ms, 8, &n, &err), 0);
+    assert_int_equal(ms[0], 200);
+    assert_int_equal(parse_backoff("1,2,3,4,5,6,7,8,9", ms, 8, &n, &err), -1);
+    assert_int_equal(parse_backoff("5,,6", ms, 8, &n, &err), -1);
+    assert_int_equal(parse_backoff("-1", ms, 8, &n, &err), -1);
+}
+
+static void test_arrays(void **state)
+{
+    const char *err;
+    struct array_spec a;
+    assert_int_equal(parse_array_spec("0-99%4", 100000, &a, &err), 0);
+    assert_int_equal(a.count, 100);
+    assert_int_equal(a.limit, 4);
+    assert_int_equal(a.index[99], 99);
+    array_spec_free(&a);
+    assert_int_equal(parse_array_spec("9,1,5,5", 100000, &a, &err), 0);
+    assert_int_equal(a.count, 3); /* sorted, unique */
+    assert_int_equal(a.index[0], 1);
+    assert_int_equal(a.index[2], 9);
+    assert_int_equal(a.limit, 0);
+    array_spec_free(&a);
+    assert_int_equal(parse_array_spec("0-9,20-29%2", 100000, &a, &err), 0);
+    assert_int_equal(a.count, 20);
+    array_spec_free(&a);
+    static const char *const bad[] = {"", "5-1", "0-9%0", "0-9%", "a-b", "1,,2", "-3",
+                                      "0-99999999999", "0-9%x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(parse_array_spec(bad[i], 100000, &a, &err), -1);
+    assert_int_equal(parse_array_spec("0-100000", 100000, &a, &err), -1);
+    assert_string_equal(err, "array too large");
+}
+
+static void test_formatting(void **state)
+{
+    char buf[32];
+    assert_string_equal(format_size(16ull << 30, buf, sizeof buf), "16G");
+    assert_string_equal(format_size(3ull << 29, buf, sizeof buf), "1.5G");
+    assert_string_equal(format_size(100, buf, sizeof buf), "100B");
+    assert_string_equal(format_duration(400, buf, sizeof buf), "0.4s");
+    assert_string_equal(format_duration(185000, buf, sizeof buf), "3m05s");
+    assert_string_equal(format_duration(3720000, buf, sizeof buf), "1h02m");
+}
+
+static void test_fake_gpus(void **state)
+{
+    struct gpu_inventory inv;
+    const char *err;
+    assert_int_equal(gpu_parse_fake("4x24G,1x80G", &inv, &err), 0);
+    assert_int_equal(inv.count, 5);
+    assert_true(inv.gpu[3].mem_total == 24ull << 30);
+    assert_true(inv.gpu[4].mem_total == 80ull << 30);
+    assert_int_equal(inv.gpu[4].index, 4);
+    assert_string_equal(inv.source, "fake");
+    static const char *const bad[] = {"", "2", "x16G", "2x", "0x16G", "2x0", "65x1G",
+                                      "2x16G,", "2y16G", "2x16Q"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(gpu_parse_fake(bad[i], &inv, &err), -1);
+}
+
+static void test_nvidia_smi_output(void **state)
+{
+    struct gpu_inventory inv;
+    const char *err;
+    const char *csv = "0, NVIDIA H100 80GB HBM3, GPU-aaaa, 81559\n"
+                      "1, NVIDIA H100 80GB HBM3, GPU-bbbb, 81559\n";
+    assert_int_equal(gpu_parse_smi(csv, &inv, &err), 0);
+    assert_int_equal(inv.count, 2);
+    assert_string_equal(inv.gpu[1].name, "NVIDIA H100 80GB HBM3");
+    assert_string_equal(inv.gpu[1].uuid, "GPU-bbbb");
+    assert_true(inv.gpu[0].mem_total == 81559ull << 20);
+    assert_int_equal(gpu_parse_smi("0, x, y\n", &inv, &err), -1);
+    assert_int_equal(gpu_parse_smi("zero, x, y, 10\n", &inv, &err), -1);
+    assert_int_equal(gpu_parse_smi("0, x, y, [N/A]\n", &inv, &err), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sizes),           cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_ints_and_ids),    cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_arrays),          cmocka_unit_test(test_formatting),
+        cmocka_unit_test(test_fake_gpus),       cmocka_unit_test(test_nvidia_smi_output),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
