@@ -96,7 +96,9 @@ int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err)
     }
     /* A run directory made just now holds nothing stale to clear. */
     bool fresh = mkdir(spec->run_dir, 0700) == 0;
-    if ((!fresh && paths_mkdir_p(spec->run_dir) == -1) ||
+    if (!fresh && errno == ENOENT)
+        fresh = paths_mkdir_p(spec->run_dir) == 0; /* its parents were missing too */
+    if ((!fresh && errno != EEXIST) ||
         (dir_fd = open(spec->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
         *err = xasprintf("%s: %s", spec->run_dir, strerror(errno));
         goto out;
