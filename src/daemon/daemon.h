@@ -53,7 +53,7 @@ struct daemon {
     struct event *kick;       /* run a scheduling pass soon */
     struct event *wakeup;     /* core_next_wakeup */
     struct event *poll;       /* adopted supervisors */
-    struct event *sigchld, *sigterm, *sigint, *sighup;
+    struct event *sigchld, *sigterm, *sigint;
     struct event *zygote;     /* readable when supervisors forked by the zygote exit */
     struct evconnlistener *listener;
     struct run *runs;
@@ -62,7 +62,6 @@ struct daemon {
     struct waiter *waiters;
     bool stopping;
     int64_t grace_ms;
-    char *self_exe;
 };
 
 int daemon_main(int argc, char **argv);

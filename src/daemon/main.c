@@ -164,7 +164,6 @@ static void daemon_free(struct daemon *d)
     core_free(d->core);
     store_close(d->store);
     event_base_free(d->base);
-    free(d->self_exe);
     free(d->home);
 }
 
@@ -188,7 +187,6 @@ int daemon_main(int argc, char **argv)
         free(d.home);
         return 1;
     }
-    d.self_exe = realpath("/proc/self/exe", NULL);
     /* Orphans below us (supervisors whose zygote died, tasks' stray grandchildren) are re-parented
      * to the daemon, which reaps them, rather than to an init that may not. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -232,7 +230,6 @@ fail:
         if (d.base)
             event_base_free(d.base);
         free(d.home);
-        free(d.self_exe);
     }
     close(lock);
     return 1;

@@ -95,5 +95,57 @@ r = call(b'{"v":1,"op":"ping"}')
 assert r["ok"] is True, r
 PY
 expect_eq "$(task_count)" "$before" "nothing stored by bad requests"
+
+t "random requests (a bounded, seeded fuzz): every one is answered, the daemon survives"
+python3 - "$DROVER_HOME/drover.sock" <<'PY'
+import json, random, socket, struct, sys
+path = sys.argv[1]
+rng = random.Random(1234)
+ops = ["submit", "ls", "show", "cancel", "retry", "hold", "release", "wait", "gpus", "ping",
+       "nope", "", None, 7]
+keys = ["command", "gpus", "gpu_mem", "cpus", "mem", "priority", "after", "after_any",
+        "retries", "backoff", "timeout_ms", "key", "hold", "array", "workdir", "env", "id",
+        "ids", "state", "all", "name", "on", "brief"]
+def value(depth=0):
+    kinds = ["int", "neg", "big", "str", "none", "bool", "float"] + (["list", "obj"] if depth < 2 else [])
+    k = rng.choice(kinds)
+    if k == "int": return rng.randint(0, 5)
+    if k == "neg": return -rng.randint(1, 10**6)
+    if k == "big": return rng.choice([2**62, 2**63 - 1, 10**15])
+    if k == "str": return rng.choice(["", "x", "/", "queued", "true", "\u00e9", "a" * 5000])
+    if k == "none": return None
+    if k == "bool": return rng.choice([True, False])
+    if k == "float": return rng.choice([0.5, -1.5, 1e300])
+    if k == "list": return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+    return {rng.choice(keys): value(depth + 1) for _ in range(rng.randint(0, 3))}
+answered = 0
+for i in range(400):
+    req = {"v": rng.choice([1, 1, 1, 0, "1"]), "op": rng.choice(ops)}
+    for _ in range(rng.randint(0, 6)):
+        req[rng.choice(keys)] = value()
+    if req.get("op") == "wait":
+        req["op"] = "show"   # a wait could block on a live task
+    if req.get("op") == "submit" and rng.random() < 0.9:
+        req["command"] = ["true"] if rng.random() < 0.2 else req.get("command")
+        req["hold"] = True   # whatever is accepted stays held: nothing runs
+    body = json.dumps(req).encode()
+    s = socket.socket(socket.AF_UNIX); s.connect(path)
+    s.sendall(struct.pack(">I", len(body)) + body)
+    hdr = b""
+    while len(hdr) < 4:
+        chunk = s.recv(4 - len(hdr))
+        assert chunk, f"no reply to {req}"
+        hdr += chunk
+    n = struct.unpack(">I", hdr)[0]; data = b""
+    while len(data) < n: data += s.recv(n - len(data))
+    r = json.loads(data)
+    assert r["ok"] in (True, False), r
+    if not r["ok"]:
+        assert r["error"] and r["code"] in (1, 2), r
+    answered += 1
+    s.close()
+print(f"{answered} random requests answered")
+PY
+drover ls >/dev/null || fail "the daemon died under random requests"
 drover ls >/dev/null || fail "the daemon died"
 done_testing
