@@ -46,11 +46,13 @@ struct daemon {
     struct store *store;
     struct core *core;
     struct core_actions acts;
+    struct core_actions deferred; /* committed, to be carried out after the reply */
     struct gpu_inventory gpus;
     int cpus;
     unsigned long long mem;
     struct event_base *base;
     struct event *kick;       /* run a scheduling pass soon */
+    struct event *carry;      /* carry out d->deferred */
     struct event *wakeup;     /* core_next_wakeup */
     struct event *poll;       /* adopted supervisors */
     struct event *sigchld, *sigterm, *sigint;
@@ -72,8 +74,11 @@ core_time daemon_now(void);
  * (the daemon then stops: the store is the truth and a restart recovers from it). */
 int daemon_apply(struct daemon *d);
 /* The same, committing the first batch in the transaction the caller began (so that, e.g., a
- * new task, its first state and its start are one commit). */
+ * new task, its first state and its start are one commit), and carrying that batch out only
+ * after the caller has answered its client (daemon_on_carry): a submission is acknowledged once
+ * it is durable, without waiting for its supervisor to be spawned. */
 int daemon_apply_txn(struct daemon *d);
+void daemon_on_carry(evutil_socket_t fd, short what, void *arg);
 /* Asks for a scheduling pass at the next loop turn. */
 void daemon_kick(struct daemon *d);
 void daemon_reap(struct daemon *d);

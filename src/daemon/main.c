@@ -129,6 +129,7 @@ bad:
 static void daemon_events(struct daemon *d)
 {
     d->kick = event_new(d->base, -1, 0, daemon_on_kick, d);
+    d->carry = event_new(d->base, -1, 0, daemon_on_carry, d);
     d->wakeup = event_new(d->base, -1, 0, daemon_on_kick, d);
     d->poll = event_new(d->base, -1, EV_PERSIST, daemon_on_poll, d);
     struct timeval every = {0, 200000};
@@ -148,6 +149,8 @@ static void daemon_free(struct daemon *d)
         event_free(d->zygote);
     exec_zygote_stop();
     event_free(d->kick);
+    event_free(d->carry);
+    core_actions_free(&d->deferred);
     event_free(d->wakeup);
     event_free(d->poll);
     event_free(d->sigchld);

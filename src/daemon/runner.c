@@ -251,7 +251,26 @@ static void apply_wakeup(struct daemon *d, core_time now)
 
 /* Commits the accumulated actions (in the transaction the caller began, if in_txn), carries
  * them out, and repeats for what carrying them out caused. */
-static int apply_loop(struct daemon *d, bool in_txn)
+static void carry_out(struct daemon *d, const struct core_actions *batch, core_time now)
+{
+    for (size_t i = 0; i < batch->n; i++) {
+        const struct core_action *a = &batch->v[i];
+        if (a->type == CORE_ACT_START) {
+            spawn_attempt(d, a, now);
+        } else if (a->type == CORE_ACT_KILL) {
+            struct run *r = run_find_task(d, a->task);
+            if (r)
+                exec_cancel(r->run_dir);
+        } else if (a->type == CORE_ACT_STATE && a->state == TASK_QUEUED) {
+            daemon_kick(d);
+        }
+    }
+}
+
+/* Commits the accumulated actions (in the transaction the caller began, if in_txn) and carries
+ * them out — or, if defer, leaves the first batch's carrying out to daemon_on_carry, after the
+ * caller has answered its client — and repeats for what carrying them out caused. */
+static int apply_loop(struct daemon *d, bool in_txn, bool defer)
 {
     bool changed = false;
     while (in_txn || d->acts.n > 0 || d->nends > 0) {
@@ -266,17 +285,16 @@ static int apply_loop(struct daemon *d, bool in_txn)
             core_actions_free(&batch);
             return -1;
         }
-        for (size_t i = 0; i < batch.n; i++) {
-            const struct core_action *a = &batch.v[i];
-            if (a->type == CORE_ACT_START) {
-                spawn_attempt(d, a, now);
-            } else if (a->type == CORE_ACT_KILL) {
-                struct run *r = run_find_task(d, a->task);
-                if (r)
-                    exec_cancel(r->run_dir);
-            } else if (a->type == CORE_ACT_STATE && a->state == TASK_QUEUED) {
-                daemon_kick(d);
+        if (defer) {
+            for (size_t i = 0; i < batch.n; i++) {
+                xgrow((void **)&d->deferred.v, &d->deferred.cap, d->deferred.n + 1,
+                      sizeof *d->deferred.v);
+                d->deferred.v[d->deferred.n++] = batch.v[i];
             }
+            event_active(d->carry, 0, 0);
+            defer = false;
+        } else {
+            carry_out(d, &batch, now);
         }
         core_actions_free(&batch);
     }
@@ -286,12 +304,23 @@ static int apply_loop(struct daemon *d, bool in_txn)
     return 0;
 }
 
+void daemon_on_carry(evutil_socket_t fd, short what, void *arg)
+{
+    struct daemon *d = arg;
+    struct core_actions batch = d->deferred;
+    memset(&d->deferred, 0, sizeof d->deferred);
+    carry_out(d, &batch, daemon_now());
+    core_actions_free(&batch);
+    if (daemon_apply(d) < 0)
+        event_base_loopexit(d->base, NULL);
+}
+
 int daemon_apply(struct daemon *d)
 {
-    return apply_loop(d, false);
+    return apply_loop(d, false, false);
 }
 
 int daemon_apply_txn(struct daemon *d)
 {
-    return apply_loop(d, true);
+    return apply_loop(d, true, true);
 }

@@ -65,6 +65,11 @@ static void conn_send(struct conn *c, json_t *reply)
     evbuffer_add(out, hdr, 4);
     evbuffer_add_reference(out, text, len, conn_free_text, text);
     json_decref(reply);
+    /* Send now rather than at the next loop turn: work deferred past the reply (spawning a
+     * submitted task's supervisor) must not delay it. What does not fit goes out later. */
+    if (evbuffer_write(out, bufferevent_getfd(c->bev)) < 0) {
+        /* the write event reports the error */
+    }
 }
 
 void server_reply(struct conn *c, json_t *reply)
