@@ -49,6 +49,16 @@ expect_eq "$(state_of "$n")" queued "still draining after the restart"
 drover undrain
 drover wait "$n"
 
+t "five commands at once on a fresh state directory start one daemon"
+export DROVER_HOME="$TMP/home2"
+for i in 1 2 3 4 5; do "$DROVER" submit -- true > "$TMP/race.$i" & done
+wait
+for i in 1 2 3 4 5; do [ -s "$TMP/race.$i" ] || fail "submission $i got no id"; done
+expect_eq "$(task_count)" 5 "tasks stored"
+expect_eq "$(grep -c "serving" "$DROVER_HOME/daemon.log")" 1 "daemons that started serving"
+"$DROVER" shutdown
+export DROVER_HOME="$TMP/home"
+
 t "one daemon per state directory"
 expect_exit 1 "$DROVER" daemon
 [[ "$ERR" == *"another daemon is running"* ]] || fail "second daemon: $ERR"

@@ -57,6 +57,18 @@ wait_until 10 test -f "$DROVER_HOME/runs/$s1/1/status"
 drover wait "$s1"
 expect_eq "$(starts "$s1")" 1 "ran once across the shutdown"
 
+t "kill -9 of a supervisor: its task group is killed, the attempt is lost and retried"
+lost=$(drover submit --retries 1 --backoff 0 -- sh -c "echo \$DROVER_ATTEMPT >> $TMP/lost.attempts; sleep 300 & echo \$! > $TMP/lost.child.\$DROVER_ATTEMPT; [ \$DROVER_ATTEMPT -ge 2 ] || sleep 300")
+wait_until 10 test -s "$TMP/lost.child.1"
+read -r sup _ < "$DROVER_HOME/runs/$lost/1/pid"
+kill -9 "$sup"
+drover wait "$lost"
+expect_eq "$(field_of "$lost" '["attempt_list"][0]["outcome"]')" lost "first attempt's outcome"
+expect_eq "$(tr -d '\n' < "$TMP/lost.attempts")" 12 "attempts run"
+orphan=$(cat "$TMP/lost.child.1")
+gone() { proc_gone "$orphan"; }
+wait_until 10 gone
+
 t "kill -9 during a burst of submissions: every printed id exists"
 : > "$TMP/ids"
 ( for i in $(seq 1 200); do "$DROVER" submit -- true >> "$TMP/ids" 2>/dev/null || break; done ) &
