@@ -65,6 +65,10 @@ pid=$(cat "$DROVER_HOME/daemon.lock")
 rss=$(awk '/VmRSS/ { print $2 }' "/proc/$pid/status")
 t2=$(now); "$DROVER" ls > /dev/null; t3=$(now)
 t4=$(now); "$DROVER" ls --state running --json > /dev/null; t5=$(now)
+# Restart: the next command after a shutdown starts a daemon that restores every queued task.
+"$DROVER" shutdown
+while [ -S "$DROVER_HOME/drover.sock" ]; do sleep 0.01; done
+t8=$(now); "$DROVER" ls --state running > /dev/null; t9=$(now)
 # Responsiveness: undrain with the machine full (two CPU slots busy with long tasks), so every
 # event runs a scheduling pass over the full queue; time submissions and a cancel meanwhile.
 "$DROVER" submit --priority 100 --cpus 2 -- sleep 600 > "$WORK/blocker"
@@ -81,5 +85,6 @@ echo "| one --array submission of $QUEUED | $(elapsed "$t0" "$t1") s |"
 echo "| daemon resident memory | $((rss / 1024)) MiB |"
 echo "| drover ls (all $QUEUED rows) | $(elapsed "$t2" "$t3") s |"
 echo "| drover ls --state running --json | $(elapsed "$t4" "$t5") s |"
+echo "| daemon restart with $QUEUED queued (next command's wall time) | $(elapsed "$t8" "$t9") s |"
 echo "| drover submit, machine full, $QUEUED queued (mean of 20) | $(awk -v a="$t6" -v b="$t7" 'BEGIN { printf "%.1f", (b - a) * 1000 / 20 }') ms |"
 "$DROVER" shutdown
