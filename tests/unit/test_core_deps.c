@@ -8,34 +8,10 @@
 
 #include <string.h>
 
-#include "core/core.h"
+#include "core_fixture.h"
 
-#define GB (1024ULL * 1024 * 1024)
 #define OK DEP_AFTER_OK
 #define ANY DEP_AFTER_ANY
-
-struct fixture {
-    struct core *core;
-    struct core_actions out;
-};
-
-static void setup(struct fixture *f)
-{
-    struct core_node node;
-    memset(&node, 0, sizeof node);
-    node.ngpus = 4;
-    for (int g = 0; g < 4; g++)
-        node.gpu_mem[g] = 40 * GB;
-    f->core = core_new(NULL);
-    core_set_nodes(f->core, &node, 1);
-    memset(&f->out, 0, sizeof f->out);
-}
-
-static void teardown(struct fixture *f)
-{
-    core_actions_free(&f->out);
-    core_free(f->core);
-}
 
 /* Submits task id (1 GPU) depending on deps; returns its first state. */
 static enum task_state submit(struct fixture *f, int64_t id, const struct core_dep *deps,
@@ -74,25 +50,21 @@ static void finish(struct fixture *f, int64_t id, enum core_outcome outcome)
 /* The STATE action for task in f->out, which must exist. */
 static const struct core_action *state_of(const struct fixture *f, int64_t task)
 {
-    for (size_t i = 0; i < f->out.n; i++)
-        if (f->out.v[i].type == CORE_ACT_STATE && f->out.v[i].task == task)
-            return &f->out.v[i];
-    fail_msg("no state action for task %lld", (long long)task);
-    return NULL;
+    const struct core_action *a = find_state(f, task);
+    if (a == NULL)
+        fail_msg("no state action for task %lld", (long long)task);
+    return a;
 }
 
 static bool has_state(const struct fixture *f, int64_t task)
 {
-    for (size_t i = 0; i < f->out.n; i++)
-        if (f->out.v[i].type == CORE_ACT_STATE && f->out.v[i].task == task)
-            return true;
-    return false;
+    return find_state(f, task) != NULL;
 }
 
 static void test_chain_success(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 4, 0, NULL);
     submit(&f, 1, NULL, 0, false);
     struct core_dep d1 = live(1, OK), d2 = live(2, OK);
     assert_int_equal(submit(&f, 2, &d1, 1, false), TASK_PENDING);
@@ -112,7 +84,7 @@ static void test_chain_success(void **state)
 static void test_chain_failure(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 4, 0, NULL);
     submit(&f, 1, NULL, 0, false);
     struct core_dep d1 = live(1, OK), d2 = live(2, OK), d3 = live(3, OK);
     submit(&f, 2, &d1, 1, false);
@@ -138,7 +110,7 @@ static void test_chain_failure(void **state)
 static void test_after_any(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 4, 0, NULL);
     submit(&f, 1, NULL, 0, false);
     struct core_dep d1 = live(1, OK), any1 = live(1, ANY), any2 = live(2, ANY);
     submit(&f, 2, &d1, 1, false);   /* upstream_failed when 1 fails */
@@ -158,7 +130,7 @@ static void test_after_any(void **state)
 static void test_waits_for_all(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 4, 0, NULL);
     submit(&f, 1, NULL, 0, false);
     submit(&f, 2, NULL, 0, false);
     struct core_dep deps[3] = { live(1, OK), live(2, ANY), live(1, OK) }; /* 1 twice */
@@ -174,7 +146,7 @@ static void test_waits_for_all(void **state)
 static void test_cancel_propagates(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 4, 0, NULL);
     const char *why = NULL;
     submit(&f, 1, NULL, 0, true);
     struct core_dep d1 = live(1, OK), any1 = live(1, ANY);
@@ -192,7 +164,7 @@ static void test_cancel_propagates(void **state)
 static void test_cancel_running_propagates_now(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 4, 0, NULL);
     const char *why = NULL;
     submit(&f, 1, NULL, 0, false);
     run_all(&f);
@@ -213,7 +185,7 @@ static void test_cancel_running_propagates_now(void **state)
 static void test_ended_dependencies(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 4, 0, NULL);
     struct core_dep done = { .id = 50, .kind = OK, .state = TASK_SUCCEEDED };
     struct core_dep failed = { .id = 51, .kind = OK, .state = TASK_TIMED_OUT };
     struct core_dep failed_any = { .id = 51, .kind = ANY, .state = TASK_CANCELLED };
@@ -231,7 +203,7 @@ static void test_ended_dependencies(void **state)
 static void test_held_with_deps(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 4, 0, NULL);
     const char *why = NULL;
     submit(&f, 1, NULL, 0, false);
     struct core_dep d1 = live(1, OK);
@@ -259,7 +231,7 @@ static void test_long_chain(void **state)
 {
     enum { N = 100000 };
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 4, 0, NULL);
     submit(&f, 1, NULL, 0, false);
     for (int64_t id = 2; id <= N; id++) {
         struct core_dep d = live(id - 1, OK);
@@ -280,7 +252,7 @@ static void test_fan_out(void **state)
 {
     enum { N = 20000 };
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 4, 0, NULL);
     submit(&f, 1, NULL, 0, false);
     struct core_dep d1 = live(1, OK);
     for (int64_t id = 2; id <= N; id++)

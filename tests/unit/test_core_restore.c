@@ -7,32 +7,12 @@
 
 #include <string.h>
 
-#include "core/core.h"
+#include "core_fixture.h"
 
-#define GB (1024ULL * 1024 * 1024)
-
-struct fixture {
-    struct core *core;
-    struct core_actions out;
-};
 
 static void setup(struct fixture *f, struct core_policy policy)
 {
-    struct core_node node;
-    memset(&node, 0, sizeof node);
-    node.ngpus = 4;
-    for (int g = 0; g < 4; g++)
-        node.gpu_mem[g] = 40 * GB;
-    node.cpus = 8;
-    f->core = core_new(&policy);
-    core_set_nodes(f->core, &node, 1);
-    memset(&f->out, 0, sizeof f->out);
-}
-
-static void teardown(struct fixture *f)
-{
-    core_actions_free(&f->out);
-    core_free(f->core);
+    fixture_setup(f, 4, 8, &policy);
 }
 
 static struct core_task_spec spec_of(int64_t id)
@@ -55,14 +35,6 @@ static struct core_restore as(enum task_state state)
 static int restore(struct fixture *f, struct core_task_spec spec, struct core_restore st)
 {
     return core_restore(f->core, &spec, &st);
-}
-
-static const struct core_action *state_of(const struct fixture *f, int64_t task)
-{
-    for (size_t i = 0; i < f->out.n; i++)
-        if (f->out.v[i].type == CORE_ACT_STATE && f->out.v[i].task == task)
-            return &f->out.v[i];
-    return NULL;
 }
 
 static void test_running_reclaims(void **state)
@@ -93,8 +65,8 @@ static void test_running_reclaims(void **state)
     assert_int_equal(core_task_attempts(f.core, 1), 2);
     /* One retry left: this failure retries (second backoff), the next is final. */
     assert_int_equal(core_attempt_exited(f.core, 1, CORE_OUTCOME_EXIT_CODE, 300, &f.out), 0);
-    assert_int_equal(state_of(&f, 1)->state, TASK_RETRYING);
-    assert_int_equal(state_of(&f, 1)->at, 30300);
+    assert_int_equal(find_state(&f, 1)->state, TASK_RETRYING);
+    assert_int_equal(find_state(&f, 1)->at, 30300);
     core_gpu_usage(f.core, 0, 1, &u);
     assert_int_equal(u.tasks, 0);
     assert_int_equal(u.mem_claimed, 0);
@@ -103,7 +75,7 @@ static void test_running_reclaims(void **state)
     assert_int_equal(core_task_attempts(f.core, 1), 3);
     core_actions_clear(&f.out);
     assert_int_equal(core_attempt_exited(f.core, 1, CORE_OUTCOME_EXIT_CODE, 30400, &f.out), 0);
-    assert_int_equal(state_of(&f, 1)->state, TASK_FAILED);
+    assert_int_equal(find_state(&f, 1)->state, TASK_FAILED);
     teardown(&f);
 }
 
@@ -136,7 +108,7 @@ static void test_queued_order_and_retrying(void **state)
         assert_int_equal(f.out.v[i].task, want[i]);
     core_actions_clear(&f.out);
     core_schedule(f.core, 5000, &f.out);
-    assert_int_equal(state_of(&f, 7)->reason, CORE_REASON_BACKOFF_DONE);
+    assert_int_equal(find_state(&f, 7)->reason, CORE_REASON_BACKOFF_DONE);
     teardown(&f);
 }
 
@@ -179,15 +151,15 @@ static void test_deps_linked_at_done(void **state)
     spec.ndeps = 1;
     assert_int_equal(restore(&f, spec, as(TASK_PENDING)), 0);
     core_restore_done(f.core, 10, &f.out);
-    assert_null(state_of(&f, 2));
-    assert_null(state_of(&f, 3));
-    assert_int_equal(state_of(&f, 4)->state, TASK_UPSTREAM_FAILED);
-    assert_int_equal(state_of(&f, 4)->reason_task, 99);
-    assert_int_equal(state_of(&f, 5)->state, TASK_UPSTREAM_FAILED);
-    assert_int_equal(state_of(&f, 5)->reason_task, 4);
-    assert_int_equal(state_of(&f, 6)->state, TASK_QUEUED);
-    assert_int_equal(state_of(&f, 6)->reason, CORE_REASON_DEPS_DONE);
-    assert_int_equal(state_of(&f, 8)->state, TASK_UPSTREAM_FAILED);
+    assert_null(find_state(&f, 2));
+    assert_null(find_state(&f, 3));
+    assert_int_equal(find_state(&f, 4)->state, TASK_UPSTREAM_FAILED);
+    assert_int_equal(find_state(&f, 4)->reason_task, 99);
+    assert_int_equal(find_state(&f, 5)->state, TASK_UPSTREAM_FAILED);
+    assert_int_equal(find_state(&f, 5)->reason_task, 4);
+    assert_int_equal(find_state(&f, 6)->state, TASK_QUEUED);
+    assert_int_equal(find_state(&f, 6)->reason, CORE_REASON_DEPS_DONE);
+    assert_int_equal(find_state(&f, 8)->state, TASK_UPSTREAM_FAILED);
     /* The links work: 1 runs and succeeds, 2 queues, then 3. */
     core_actions_clear(&f.out);
     core_schedule(f.core, 11, &f.out);
@@ -212,7 +184,7 @@ static void test_cancel_in_flight(void **state)
     spec.ndeps = 1;
     assert_int_equal(restore(&f, spec, as(TASK_PENDING)), 0);
     core_restore_done(f.core, 10, &f.out);
-    assert_int_equal(state_of(&f, 2)->state, TASK_QUEUED);
+    assert_int_equal(find_state(&f, 2)->state, TASK_QUEUED);
     struct core_gpu_usage u;
     core_gpu_usage(f.core, 0, 2, &u);
     assert_true(u.exclusive);

@@ -8,31 +8,8 @@
 
 #include <string.h>
 
-#include "core/core.h"
+#include "core_fixture.h"
 
-#define GB (1024ULL * 1024 * 1024)
-
-struct fixture {
-    struct core *core;
-    struct core_actions out;
-};
-
-static void setup(struct fixture *f)
-{
-    struct core_node node;
-    memset(&node, 0, sizeof node);
-    node.ngpus = 1;
-    node.gpu_mem[0] = 40 * GB;
-    f->core = core_new(NULL);
-    core_set_nodes(f->core, &node, 1);
-    memset(&f->out, 0, sizeof f->out);
-}
-
-static void teardown(struct fixture *f)
-{
-    core_actions_free(&f->out);
-    core_free(f->core);
-}
 
 static struct core_task_spec spec_of(int64_t id, int max_retries)
 {
@@ -69,7 +46,7 @@ static struct core_action end(struct fixture *f, enum core_outcome outcome, core
 static void test_default_backoff(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 1, 0, NULL);
     struct core_task_spec spec = spec_of(1, 5);
     assert_int_equal(core_submit(f.core, &spec, 0, &f.out), 0);
     static const int64_t want[] = { 5000, 30000, 60000, 60000, 60000 };
@@ -97,7 +74,7 @@ static void test_default_backoff(void **state)
 static void test_custom_backoff(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 1, 0, NULL);
     struct core_task_spec spec = spec_of(1, 3);
     spec.nbackoff = 2;
     spec.backoff[0] = 10;
@@ -118,7 +95,7 @@ static void test_custom_backoff(void **state)
 static void test_exec_error_never_retried(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 1, 0, NULL);
     struct core_task_spec spec = spec_of(1, 10);
     assert_int_equal(core_submit(f.core, &spec, 0, &f.out), 0);
     assert_int_equal(start(&f, 0), 1);
@@ -132,7 +109,7 @@ static void test_exec_error_never_retried(void **state)
 static void test_not_started_keeps_attempt(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 1, 0, NULL);
     struct core_task_spec spec = spec_of(1, 0);
     assert_int_equal(core_submit(f.core, &spec, 0, &f.out), 0);
     for (int i = 0; i < 3; i++) {
@@ -152,7 +129,7 @@ static void test_not_started_keeps_attempt(void **state)
 static void test_timeout_final_state(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 1, 0, NULL);
     struct core_task_spec spec = spec_of(1, 1);
     spec.req.time_limit = 1000;
     assert_int_equal(core_submit(f.core, &spec, 0, &f.out), 0);
@@ -170,7 +147,7 @@ static void test_timeout_final_state(void **state)
 static void test_attempts_continue_numbering(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 1, 0, NULL);
     struct core_task_spec spec = spec_of(1, 1);
     spec.attempts = 3; /* `drover retry` of a task that made 3 attempts: a fresh budget */
     spec.retry_base = 3;
@@ -189,7 +166,7 @@ static void test_attempts_continue_numbering(void **state)
 static void test_retry_base_counts_earlier_attempts(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 1, 0, NULL);
     struct core_task_spec spec = spec_of(1, 3);
     spec.attempts = 3; /* 3 attempts made, 1 of them before this budget: 2 retries used */
     spec.retry_base = 1;
@@ -207,7 +184,7 @@ static void test_retry_base_counts_earlier_attempts(void **state)
 static void test_success_after_retry(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 1, 0, NULL);
     struct core_task_spec spec = spec_of(1, 2);
     assert_int_equal(core_submit(f.core, &spec, 0, &f.out), 0);
     assert_int_equal(start(&f, 0), 1);
@@ -226,7 +203,7 @@ static void test_success_after_retry(void **state)
 static void test_clock_steps_back(void **state)
 {
     struct fixture f;
-    setup(&f);
+    fixture_setup(&f, 1, 0, NULL);
     struct core_task_spec spec = spec_of(1, 1);
     assert_int_equal(core_submit(f.core, &spec, 100000, &f.out), 0);
     assert_int_equal(start(&f, 100000), 1);

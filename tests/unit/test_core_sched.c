@@ -9,36 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core_fixture.h"
 
-#define GB (1024ULL * 1024 * 1024)
 #define HOUR (3600 * 1000LL)
 #define MIN (60 * 1000LL)
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-struct fixture {
-    struct core *core;
-    struct core_actions out;
-};
-
 static void setup(struct fixture *f, int ngpus, int cpus, struct core_policy policy)
 {
-    struct core_node node;
-    memset(&node, 0, sizeof node);
-    node.ngpus = ngpus;
-    for (int g = 0; g < ngpus; g++)
-        node.gpu_mem[g] = 40 * GB;
-    node.cpus = cpus;
-    f->core = core_new(&policy);
-    core_set_nodes(f->core, &node, 1);
-    memset(&f->out, 0, sizeof f->out);
-}
-
-static void teardown(struct fixture *f)
-{
-    core_actions_free(&f->out);
-    core_free(f->core);
+    fixture_setup(f, ngpus, cpus, &policy);
 }
 
 static struct core_policy policy_with(int64_t aging_ms, bool strict, bool backfill)
