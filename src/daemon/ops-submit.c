@@ -231,8 +231,10 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
     }
     core_schedule(d->core, daemon_now(), &d->acts);
     if (daemon_apply_txn(d) < 0) {
-        reply = reply_error(1, "the daemon could not commit the task");
-        event_base_loopexit(d->base, NULL);
+        /* Core already holds the task: the daemon stops once this reply is out, and the next
+         * start recovers from the store, which holds nothing of it. */
+        reply = reply_error(1, "cannot store the task: %s", store_error(d->store));
+        d->stopping = true;
     } else {
         reply = submit_ids_reply(d, first, count, false);
     }

@@ -51,25 +51,30 @@ static void conn_free(struct conn *c)
     free(c);
 }
 
-static void conn_free_text(const void *data, size_t len, void *arg)
-{
-    free(arg);
-}
-
 static void conn_send(struct conn *c, json_t *reply)
 {
     char *text = json_dumps(reply, JSON_COMPACT);
-    size_t len = strlen(text);
-    unsigned char hdr[4] = {len >> 24, len >> 16, len >> 8, len};
-    struct evbuffer *out = bufferevent_get_output(c->bev);
-    evbuffer_add(out, hdr, 4);
-    evbuffer_add_reference(out, text, len, conn_free_text, text);
+    size_t len = strlen(text), off = 0;
+    char *frame = xmalloc(len + 4);
+    frame[0] = (char)(len >> 24);
+    frame[1] = (char)(len >> 16);
+    frame[2] = (char)(len >> 8);
+    frame[3] = (char)len;
+    memcpy(frame + 4, text, len);
+    free(text);
     json_decref(reply);
-    /* Send now rather than at the next loop turn: work deferred past the reply (spawning a
-     * submitted task's supervisor) must not delay it. What does not fit goes out later. */
-    if (evbuffer_write(out, bufferevent_getfd(c->bev)) < 0) {
-        /* the write event reports the error */
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    /* Send now when nothing is queued before it: work deferred past the reply (spawning a
+     * submitted task's supervisor) must not delay it, and a daemon about to stop must still
+     * answer. What does not fit goes out through the bufferevent. */
+    if (evbuffer_get_length(out) == 0) {
+        ssize_t w = send(bufferevent_getfd(c->bev), frame, len + 4, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0)
+            off = (size_t)w;
     }
+    if (off < len + 4)
+        evbuffer_add(out, frame + off, len + 4 - off);
+    free(frame);
 }
 
 void server_reply(struct conn *c, json_t *reply)

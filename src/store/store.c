@@ -164,7 +164,11 @@ void store_begin(struct store *st)
 int store_commit(struct store *st)
 {
     if (store_exec(st, "COMMIT") < 0) {
+        char *why = st->error; /* keep the commit's reason, not the rollback's */
+        st->error = NULL;
         store_exec(st, "ROLLBACK");
+        free(st->error);
+        st->error = why;
         return -1;
     }
     return 0;
