@@ -15,6 +15,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 static void daemon_on_signal(evutil_socket_t sig, short what, void *arg)
@@ -43,7 +46,26 @@ static void daemon_on_poll(evutil_socket_t fd, short what, void *arg)
     daemon_poll_adopted(arg);
 }
 
-/* One daemon per state directory: an flock held for the daemon's life. */
+/* Whether a daemon answers on home's socket. */
+static bool daemon_socket_alive(const char *home)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    char *path = paths_join(home, "drover.sock");
+    bool alive = false;
+    if (strlen(path) < sizeof sun.sun_path) {
+        strcpy(sun.sun_path, path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        alive = fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof sun) == 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    free(path);
+    return alive;
+}
+
+/* One daemon per state directory: an flock held for the daemon's life. When the lock is held
+ * but nobody answers on the socket, a daemon is on its way out (drover shutdown, then a command
+ * at once): wait for it, up to 10 s, rather than leave the caller with no daemon at all. */
 static int daemon_lock(const char *home)
 {
     char *path = paths_join(home, "daemon.lock");
@@ -51,9 +73,14 @@ static int daemon_lock(const char *home)
     free(path);
     if (fd < 0)
         return -1;
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        close(fd);
-        return -1;
+    struct timespec pause = {0, 50000000};
+    int tries = 0;
+    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (++tries > 200 || daemon_socket_alive(home)) {
+            close(fd);
+            return -1;
+        }
+        nanosleep(&pause, NULL);
     }
     char buf[32];
     int n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
