@@ -91,7 +91,6 @@ struct run *run_add(struct daemon *d, int64_t task, int attempt, pid_t pid, bool
 void daemon_poll_adopted(struct daemon *d);
 /* Restores core from the store and re-adopts running attempts. */
 int daemon_restore(struct daemon *d, char **err);
-const char *daemon_reason_text(const struct core_action *act, char *buf, size_t len);
 
 /* daemon/server.c */
 int server_listen(struct daemon *d, const char *path, char **err);

@@ -249,7 +249,7 @@ static int retry_one(struct daemon *d, int64_t id)
 {
     struct core_task_spec spec;
     struct core_dep *deps = NULL;
-    if (store_reset_for_retry(d->store, id, daemon_now()) < 0 ||
+    if (store_reset_for_retry(d->store, id) < 0 ||
         store_task_spec(d->store, id, &spec, &deps) < 0)
         return -1;
     for (size_t i = 0; i < spec.ndeps; i++)

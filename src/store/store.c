@@ -371,13 +371,12 @@ int store_set_array(struct store *st, int64_t first, int64_t last)
     return rc;
 }
 
-int store_reset_for_retry(struct store *st, int64_t id, core_time now)
+int store_reset_for_retry(struct store *st, int64_t id)
 {
     char *sql = xasprintf("UPDATE tasks SET base_attempts = attempts, end_time = NULL,"
                           " reason = 'retried by user' WHERE id = %lld", (long long)id);
     int rc = store_exec(st, sql);
     free(sql);
-    (void)now;
     return rc;
 }
 

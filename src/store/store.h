@@ -63,7 +63,7 @@ int store_set_array(struct store *st, int64_t first, int64_t last);
 /* Forgets attempt n, which never ran (the daemon died before spawning it). */
 int store_attempt_discard(struct store *st, int64_t task, int attempt);
 /* Marks a task queued again with fresh retry budget (drover retry). */
-int store_reset_for_retry(struct store *st, int64_t id, core_time now);
+int store_reset_for_retry(struct store *st, int64_t id);
 
 /* What starting an attempt needs. json fields: command, env, workdir, timeout_ms,
  * array_index. The caller json_decref()s it. NULL if there is no such task. */
