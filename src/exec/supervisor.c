@@ -398,6 +398,15 @@ void supervisor_run(const struct exec_spec *spec, int lock_fd, int dir_fd, int r
     close(SUPERVISOR_READY_FD);
     if (error != 0)
         _exit(127);
+    /* If the daemon died while waiting for that word, the write raised SIGPIPE, pending while
+     * every signal is blocked: drain it, or unblocking below would kill us before the task
+     * starts (the task must outlive the daemon). */
+    sigset_t pipe_only;
+    struct timespec no_wait = {0, 0};
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    while (sigtimedwait(&pipe_only, NULL, &no_wait) == SIGPIPE)
+        ;
 
     sigemptyset(&waited);
     sigaddset(&waited, SIGCHLD);

@@ -16,13 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "exec/exec.h"
+#include "exec/exec-internal.h"
+#include "util/paths.h"
 
 #define DEADLINE_MS 20000 /* generous: the supervisor may run under valgrind */
 
@@ -845,6 +847,36 @@ static void test_no_inherited_descriptors(void **state)
     assert_true(finish(f->run_dir, supervisor).cancelled);
 }
 
+/* The daemon dies while the supervisor is about to report ready: its ready word meets a pipe
+ * nobody reads. The supervisor must not die of that SIGPIPE: the task runs and its status is
+ * written, as with any daemon crash. */
+static void test_ready_pipe_without_reader(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"sh", "-c", "echo ran", NULL};
+    struct exec_spec spec = spec_for(f, argv);
+    char *err = NULL;
+    int ready[2];
+
+    assert_int_equal(paths_mkdir_p(f->run_dir), 0);
+    int dir_fd = open(f->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int lock_fd = openat(dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(dir_fd >= 0 && lock_fd >= 0);
+    assert_int_equal(flock(lock_fd, LOCK_EX | LOCK_NB), 0);
+    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+    close(ready[0]); /* the "daemon" is gone before the word is written */
+    pid_t supervisor = exec_spawn_supervisor(&spec, dir_fd, lock_fd, ready[1], &err);
+    assert_true(supervisor > 0);
+    close(ready[1]);
+    close(lock_fd);
+    close(dir_fd);
+    struct exec_status status = finish(f->run_dir, supervisor);
+    assert_int_equal(status.exit_code, 0);
+    char *out = slurp_run(f, "stdout");
+    assert_string_equal(out, "ran\n");
+    free(out);
+}
+
 int main(int argc, char **argv)
 {
     /* exec_start spawns /proc/self/exe __supervise: this test binary plays drover's part. */
@@ -852,6 +884,7 @@ int main(int argc, char **argv)
         exec_supervise_main();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exit_zero, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ready_pipe_without_reader, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exit_code_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killing_signal_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_captured, setup, teardown),
