@@ -54,6 +54,10 @@ void core_free(struct core *core)
     core_retry_free(&core->retry);
     core_place_free(&core->place);
     core_place_free(&core->scratch);
+    free(core->scratch_stamp);
+    free(core->seen_stamp);
+    free(core->rsv_whole);
+    free(core->cand);
     free(core->restored);
     free(core->work);
     free(core);
@@ -64,6 +68,17 @@ void core_free(struct core *core)
 void core_set_nodes(struct core *core, const struct core_node *nodes, int nnodes)
 {
     core_place_init(&core->place, nodes, nnodes);
+    core_place_copy(&core->scratch, &core->place);
+    size_t n = (size_t)core->place.nnodes;
+    free(core->scratch_stamp);
+    free(core->seen_stamp);
+    free(core->rsv_whole);
+    free(core->cand);
+    core->scratch_stamp = core_xcalloc(n + 1, sizeof *core->scratch_stamp);
+    core->seen_stamp = core_xcalloc(n + 1, sizeof *core->seen_stamp);
+    core->rsv_whole = core_xcalloc(n + 1, sizeof *core->rsv_whole);
+    core->cand = core_xcalloc(n + 1, sizeof *core->cand);
+    core->stamp = 1;
     for (struct core_run *run = core->running; run != NULL; run = run->next) {
         run->claimed = core_place_valid(&core->place, &run->placement);
         if (run->claimed)

@@ -23,6 +23,8 @@ typedef int64_t core_time;
 
 #define CORE_TIME_NEVER INT64_MAX
 #define CORE_MAX_NODE_GPUS 64 /* GPUs on one node */
+#define CORE_MAX_SPAN 32      /* nodes one task may span */
+#define CORE_MAX_GPU_TYPES 64 /* GPU types a request can name (bits of core_request.gpu_types) */
 #define CORE_MAX_BACKOFF 8
 
 enum task_state {
@@ -50,18 +52,22 @@ bool task_state_terminal(enum task_state state);
 struct core_node {
     int ngpus;
     uint64_t gpu_mem[CORE_MAX_NODE_GPUS]; /* bytes per GPU */
+    uint8_t gpu_type[CORE_MAX_NODE_GPUS]; /* each GPU's type, numbered by the driver (< 64) */
     int cpus;                             /* 0 = do not account CPUs */
     uint64_t mem;                         /* host memory bytes; 0 = do not account memory */
 };
 
 /* ---- what a task asks for ---------------------------------------------------------------- */
 
+/* A request for at most the largest node's GPUs must fit on one node. A larger one spans whole
+ * nodes: every GPU of each (exclusively), and its cpus/mem on each, as Slurm counts --mem. */
 struct core_request {
     int gpus;            /* GPUs needed; 0 = CPU-only */
     uint64_t gpu_mem;    /* per-GPU claim in bytes; 0 = the GPUs exclusively */
     int cpus;            /* 0 = unspecified: counts 1 for a CPU-only task, 0 for a GPU task */
     uint64_t mem;        /* host memory bytes; 0 = unspecified (not accounted) */
     int64_t time_limit;  /* ms; 0 = none. Used for backfill; the supervisor enforces it. */
+    uint64_t gpu_types;  /* GPU types it may run on (bit t = type t); 0 = any */
 };
 
 enum dep_kind {
@@ -95,12 +101,14 @@ struct core_task_spec {
                           * starts a fresh budget): retries used = attempts - retry_base - 1 */
 };
 
-/* Where an attempt runs. */
+/* Where an attempt runs: GPUs on one node, or (nnodes > 1) whole nodes. */
 struct core_placement {
-    int node;
-    int ngpus;
-    int gpu[CORE_MAX_NODE_GPUS];   /* GPU indices on that node, ascending */
+    int node;                      /* the node (the first of nodes[] when spanning) */
+    int ngpus;                     /* GPUs taken (on every node, when spanning) */
+    int gpu[CORE_MAX_NODE_GPUS];   /* GPU indices on that node, ascending (single node only) */
     uint64_t gpu_mem;              /* per-GPU claim in bytes; 0 = exclusive */
+    int nnodes;                    /* 0 or 1: one node; > 1: spans nodes[], each taken whole */
+    int nodes[CORE_MAX_SPAN];      /* ascending, when nnodes > 1 */
 };
 
 /* ---- actions: what the driver must carry out --------------------------------------------- */

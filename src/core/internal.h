@@ -66,7 +66,14 @@ struct core_array {
 struct core {
     struct core_policy policy;
     struct core_place place;
-    struct core_place scratch;    /* backfill's "what is free at time T" copy */
+    /* Backfill's "what is free at time T": a copy of place whose node i is current only when
+     * scratch_stamp[i] == stamp (copied when first touched, so that a reservation costs what
+     * it releases, not the size of the cluster). seen_stamp marks nodes a spanning head's
+     * search has counted; rsv_whole marks the nodes a spanning head has reserved. */
+    struct core_place scratch;
+    uint32_t *scratch_stamp, *seen_stamp, *rsv_whole;
+    uint32_t stamp;
+    int *cand;                    /* nnodes scratch indices */
     struct core_map tasks;        /* id -> struct core_task * (live tasks) */
     struct core_map arrays;       /* array id -> struct core_array * */
     struct core_queue queue;

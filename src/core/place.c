@@ -26,13 +26,34 @@ static bool place_node_cpu_open(const struct core_place_node *node)
     return node->cpus == 0 || node->cpus_used < node->cpus;
 }
 
-static bool place_gpu_qualifies(const struct core_place_gpu *gpu, uint64_t gpu_mem)
+static bool place_type_ok(const struct core_place_gpu *gpu, const struct core_request *req)
 {
-    if (gpu->exclusive)
+    return req->gpu_types == 0 || (req->gpu_types >> gpu->type & 1) != 0;
+}
+
+static bool place_gpu_qualifies(const struct core_place_gpu *gpu, const struct core_request *req)
+{
+    if (gpu->exclusive || !place_type_ok(gpu, req))
         return false;
-    if (gpu_mem == 0)
+    if (req->gpu_mem == 0)
         return gpu->tasks == 0 && gpu->mem_claimed == 0;
-    return place_gpu_free(gpu) >= gpu_mem;
+    return place_gpu_free(gpu) >= req->gpu_mem;
+}
+
+/* The nodes pl touches: nodes[] when it spans, else its one node. */
+static int place_nodes_of(const struct core_placement *pl, const int **nodes)
+{
+    if (pl->nnodes > 1) {
+        *nodes = pl->nodes;
+        return pl->nnodes;
+    }
+    *nodes = &pl->node;
+    return 1;
+}
+
+static bool place_whole_reserved(const struct core_place_reserve *rsv, int index)
+{
+    return rsv != NULL && rsv->whole != NULL && rsv->whole[index] == rsv->whole_mark;
 }
 
 void core_place_init(struct core_place *place, const struct core_node *nodes, int nnodes)
@@ -49,8 +70,13 @@ void core_place_init(struct core_place *place, const struct core_node *nodes, in
             node->ngpus = CORE_MAX_NODE_GPUS;
         node->cpus = nodes[i].cpus < 0 ? 0 : nodes[i].cpus;
         node->mem = nodes[i].mem;
-        for (int g = 0; g < node->ngpus; g++)
+        for (int g = 0; g < node->ngpus; g++) {
             node->gpu[g].mem_total = nodes[i].gpu_mem[g];
+            node->gpu[g].type = nodes[i].gpu_type[g] < CORE_MAX_GPU_TYPES ? nodes[i].gpu_type[g]
+                                                                          : 0;
+        }
+        if (node->ngpus > place->max_gpus)
+            place->max_gpus = node->ngpus;
         place->open_gpus += node->ngpus;
         place->open_cpu_nodes++;
     }
@@ -73,6 +99,7 @@ void core_place_copy(struct core_place *dst, const struct core_place *src)
     dst->nnodes = src->nnodes;
     dst->open_gpus = src->open_gpus;
     dst->open_cpu_nodes = src->open_cpu_nodes;
+    dst->max_gpus = src->max_gpus;
 }
 
 int core_place_cpus(const struct core_request *req)
@@ -136,8 +163,11 @@ static bool place_node_gpus(const struct core_place_node *node, int index,
     uint64_t mask = rsv != NULL && rsv->node == index ? rsv->gpu_mask : 0;
     if (req->gpus > node->ngpus)
         return false;
+    /* An exclusive request needs GPUs without a task: cheap to rule out on a busy node. */
+    if (req->gpu_mem == 0 && node->ngpus - node->gpus_busy < req->gpus)
+        return false;
     for (int g = 0; g < node->ngpus; g++)
-        if (!(mask & (1ULL << g)) && place_gpu_qualifies(&node->gpu[g], req->gpu_mem))
+        if (!(mask & (1ULL << g)) && place_gpu_qualifies(&node->gpu[g], req))
             cand[n++] = g;
     if (n < req->gpus)
         return false;
@@ -157,8 +187,91 @@ static bool place_node_gpus(const struct core_place_node *node, int index,
 
 static bool place_request_sane(const struct core_request *req)
 {
-    return req->gpus >= 0 && req->gpus <= CORE_MAX_NODE_GPUS && req->cpus >= 0 &&
+    return req->gpus >= 0 && req->gpus <= CORE_MAX_SPAN * CORE_MAX_NODE_GPUS && req->cpus >= 0 &&
            req->time_limit >= 0;
+}
+
+bool core_place_spans(const struct core_place *place, const struct core_request *req)
+{
+    return req->gpus > place->max_gpus;
+}
+
+bool core_place_span_ok(const struct core_place_node *node, const struct core_request *req)
+{
+    if (node->ngpus == 0 || node->gpus_busy > 0 || !place_node_has(node, -1, req, NULL))
+        return false;
+    /* No task on any GPU: none is exclusive or claimed; only the types are left to check. */
+    for (int g = 0; g < node->ngpus; g++)
+        if (!place_type_ok(&node->gpu[g], req))
+            return false;
+    return true;
+}
+
+static const struct core_place *place_sort_ctx; /* core is single-threaded */
+
+static int place_cmp_span(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    int gx = place_sort_ctx->nodes[x].ngpus, gy = place_sort_ctx->nodes[y].ngpus;
+    if (gx != gy)
+        return gx > gy ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+bool core_place_span_pick(const struct core_place *place, const struct core_request *req,
+                          int *cand, int n, struct core_placement *out)
+{
+    int total = 0;
+    for (int i = 0; i < n; i++)
+        total += place->nodes[cand[i]].ngpus;
+    if (total < req->gpus)
+        return false;
+    place_sort_ctx = place;
+    qsort(cand, (size_t)n, sizeof *cand, place_cmp_span);
+    memset(out, 0, sizeof *out);
+    int taken = 0, k = 0;
+    for (; k < n && taken < req->gpus; k++)
+        taken += place->nodes[cand[k]].ngpus;
+    if (k > CORE_MAX_SPAN)
+        return false;
+    memcpy(out->nodes, cand, (size_t)k * sizeof *cand);
+    qsort(out->nodes, (size_t)k, sizeof out->nodes[0], place_cmp_int);
+    out->nnodes = k;
+    out->node = out->nodes[0];
+    out->ngpus = taken; /* k >= 2: no one node holds req->gpus */
+    return true;
+}
+
+static bool place_fit_span(const struct core_place *place, const struct core_request *req,
+                           const struct core_place_reserve *rsv, struct core_placement *out)
+{
+    int *cand = core_xmalloc((size_t)place->nnodes * sizeof *cand);
+    int n = 0;
+    for (int i = 0; i < place->nnodes; i++) {
+        const struct core_place_node *node = &place->nodes[i];
+        if (place_whole_reserved(rsv, i) || (rsv != NULL && rsv->node == i && rsv->gpu_mask))
+            continue;
+        if (core_place_span_ok(node, req) && place_node_has(node, i, req, rsv))
+            cand[n++] = i;
+    }
+    bool found = core_place_span_pick(place, req, cand, n, out);
+    free(cand);
+    return found;
+}
+
+bool core_place_fit_node(const struct core_place *place, int index,
+                         const struct core_request *req, bool best_fit,
+                         struct core_placement *out)
+{
+    const struct core_place_node *node = &place->nodes[index];
+    uint64_t free_sum = 0;
+    if (!place_request_sane(req) || core_place_spans(place, req))
+        return false;
+    memset(out, 0, sizeof *out);
+    out->node = index;
+    if (!place_node_has(node, index, req, NULL))
+        return false;
+    return req->gpus == 0 || place_node_gpus(node, index, req, best_fit, NULL, out, &free_sum);
 }
 
 /* Nodes are tried in order (first fit), except that a shared request under best fit goes to
@@ -168,6 +281,8 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
 {
     if (!place_request_sane(req))
         return false;
+    if (core_place_spans(place, req))
+        return place_fit_span(place, req, rsv, out);
     bool tightest = best_fit && req->gpus > 0 && req->gpu_mem > 0;
     bool found = false;
     uint64_t best = 0;
@@ -175,6 +290,8 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
     for (int i = 0; i < place->nnodes; i++) {
         const struct core_place_node *node = &place->nodes[i];
         uint64_t free_sum = 0;
+        if (place_whole_reserved(rsv, i))
+            continue;
         memset(&pl, 0, sizeof pl);
         pl.node = i;
         if (!place_node_has(node, i, req, rsv))
@@ -192,32 +309,52 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
     return found;
 }
 
+/* The k-th GPU pl takes on a node: from its gpu[] list, or every GPU of a spanned node. */
+static int place_gpus_on(const struct core_placement *pl, int k)
+{
+    return pl->nnodes > 1 ? k : pl->gpu[k];
+}
+
+static int place_ngpus_on(const struct core_place_node *node, const struct core_placement *pl)
+{
+    return pl->nnodes > 1 ? node->ngpus : pl->ngpus;
+}
+
 /* Adds (sign 1) or removes (sign -1) the open-capacity contribution of what pl touches. */
 static void place_count_open(struct core_place *place, const struct core_placement *pl, int sign)
 {
-    const struct core_place_node *node = &place->nodes[pl->node];
-    for (int i = 0; i < pl->ngpus; i++)
-        place->open_gpus += sign * place_gpu_open(&node->gpu[pl->gpu[i]]);
-    place->open_cpu_nodes += sign * place_node_cpu_open(node);
+    const int *nodes;
+    int nnodes = place_nodes_of(pl, &nodes);
+    for (int k = 0; k < nnodes; k++) {
+        const struct core_place_node *node = &place->nodes[nodes[k]];
+        for (int i = 0; i < place_ngpus_on(node, pl); i++)
+            place->open_gpus += sign * place_gpu_open(&node->gpu[place_gpus_on(pl, i)]);
+        place->open_cpu_nodes += sign * place_node_cpu_open(node);
+    }
 }
 
 void core_place_claim(struct core_place *place, const struct core_placement *pl,
                       const struct core_request *req)
 {
-    struct core_place_node *node = &place->nodes[pl->node];
+    const int *nodes;
+    int nnodes = place_nodes_of(pl, &nodes);
     place_count_open(place, pl, -1);
-    for (int i = 0; i < pl->ngpus; i++) {
-        struct core_place_gpu *gpu = &node->gpu[pl->gpu[i]];
-        gpu->tasks++;
-        if (pl->gpu_mem == 0) {
-            gpu->exclusive = true;
-            gpu->mem_claimed += gpu->mem_total;
-        } else {
-            gpu->mem_claimed += pl->gpu_mem;
+    for (int k = 0; k < nnodes; k++) {
+        struct core_place_node *node = &place->nodes[nodes[k]];
+        for (int i = 0; i < place_ngpus_on(node, pl); i++) {
+            struct core_place_gpu *gpu = &node->gpu[place_gpus_on(pl, i)];
+            if (gpu->tasks++ == 0)
+                node->gpus_busy++;
+            if (pl->gpu_mem == 0 || pl->nnodes > 1) {
+                gpu->exclusive = true;
+                gpu->mem_claimed += gpu->mem_total;
+            } else {
+                gpu->mem_claimed += pl->gpu_mem;
+            }
         }
+        node->cpus_used += core_place_cpus(req);
+        node->mem_used += req->mem;
     }
-    node->cpus_used += core_place_cpus(req);
-    node->mem_used += req->mem;
     place_count_open(place, pl, 1);
 }
 
@@ -229,29 +366,43 @@ static uint64_t place_sub(uint64_t a, uint64_t b)
 void core_place_release(struct core_place *place, const struct core_placement *pl,
                         const struct core_request *req)
 {
-    struct core_place_node *node = &place->nodes[pl->node];
+    const int *nodes;
+    int nnodes = place_nodes_of(pl, &nodes);
     place_count_open(place, pl, -1);
-    for (int i = 0; i < pl->ngpus; i++) {
-        struct core_place_gpu *gpu = &node->gpu[pl->gpu[i]];
-        gpu->tasks--;
-        if (pl->gpu_mem == 0) {
-            /* Only a restore can put two claims on an exclusive GPU; stay exclusive until the
-             * last one leaves (the safe side). */
-            gpu->exclusive = gpu->tasks > 0;
-            gpu->mem_claimed = place_sub(gpu->mem_claimed, gpu->mem_total);
-        } else {
-            gpu->mem_claimed = place_sub(gpu->mem_claimed, pl->gpu_mem);
+    for (int k = 0; k < nnodes; k++) {
+        struct core_place_node *node = &place->nodes[nodes[k]];
+        for (int i = 0; i < place_ngpus_on(node, pl); i++) {
+            struct core_place_gpu *gpu = &node->gpu[place_gpus_on(pl, i)];
+            if (--gpu->tasks == 0)
+                node->gpus_busy--;
+            if (pl->gpu_mem == 0 || pl->nnodes > 1) {
+                /* Only a restore can put two claims on an exclusive GPU; stay exclusive until
+                 * the last one leaves (the safe side). */
+                gpu->exclusive = gpu->tasks > 0;
+                gpu->mem_claimed = place_sub(gpu->mem_claimed, gpu->mem_total);
+            } else {
+                gpu->mem_claimed = place_sub(gpu->mem_claimed, pl->gpu_mem);
+            }
         }
+        node->cpus_used -= core_place_cpus(req);
+        if (node->cpus_used < 0)
+            node->cpus_used = 0;
+        node->mem_used = place_sub(node->mem_used, req->mem);
     }
-    node->cpus_used -= core_place_cpus(req);
-    if (node->cpus_used < 0)
-        node->cpus_used = 0;
-    node->mem_used = place_sub(node->mem_used, req->mem);
     place_count_open(place, pl, 1);
 }
 
 bool core_place_valid(const struct core_place *place, const struct core_placement *pl)
 {
+    if (pl->nnodes > 1) {
+        if (pl->nnodes > CORE_MAX_SPAN || pl->node != pl->nodes[0])
+            return false;
+        for (int k = 0; k < pl->nnodes; k++)
+            if (pl->nodes[k] < 0 || pl->nodes[k] >= place->nnodes ||
+                (k > 0 && pl->nodes[k] <= pl->nodes[k - 1]))
+                return false;
+        return true;
+    }
     if (pl->node < 0 || pl->node >= place->nnodes)
         return false;
     const struct core_place_node *node = &place->nodes[pl->node];
@@ -271,13 +422,14 @@ bool core_place_open(const struct core_place *place)
     return place->open_gpus > 0 || place->open_cpu_nodes > 0;
 }
 
-/* Whether the node could ever hold req's GPUs (empty): at least req->gpus of them, each with
- * req->gpu_mem of memory when the claim is shared. */
+/* Whether the node could ever hold req's GPUs (empty): at least req->gpus of them of an allowed
+ * type, each with req->gpu_mem of memory when the claim is shared. */
 static bool place_node_gpus_ever(const struct core_place_node *node, const struct core_request *req)
 {
     int n = 0;
     for (int g = 0; g < node->ngpus; g++)
-        if (req->gpu_mem == 0 || node->gpu[g].mem_total >= req->gpu_mem)
+        if (place_type_ok(&node->gpu[g], req) &&
+            (req->gpu_mem == 0 || node->gpu[g].mem_total >= req->gpu_mem))
             n++;
     return n >= req->gpus;
 }
@@ -292,17 +444,41 @@ static bool place_node_mem_ever(const struct core_place_node *node, const struct
     return node->mem == 0 || req->mem <= node->mem;
 }
 
+/* A spanning request: could the nodes that suit it, emptied, ever hold it? */
+static const char *place_check_span(const struct core_place *place, const struct core_request *req)
+{
+    int *cand = core_xmalloc((size_t)place->nnodes * sizeof *cand);
+    int n = 0, total = 0;
+    struct core_placement pl;
+    for (int i = 0; i < place->nnodes; i++) {
+        const struct core_place_node *node = &place->nodes[i];
+        bool types = true;
+        for (int g = 0; g < node->ngpus; g++)
+            types &= place_type_ok(&node->gpu[g], req);
+        if (node->ngpus > 0 && types && place_node_cpus_ever(node, req) &&
+            place_node_mem_ever(node, req)) {
+            cand[n++] = i;
+            total += node->ngpus;
+        }
+    }
+    const char *reason = NULL;
+    if (total < req->gpus)
+        reason = req->gpu_types != 0 ? "asks for more GPUs of its types than all the nodes have"
+                                     : "asks for more GPUs than all the nodes have";
+    else if (!core_place_span_pick(place, req, cand, n, &pl))
+        reason = "would span more nodes than a task may (32)";
+    free(cand);
+    return reason;
+}
+
 int core_place_check(const struct core_place *place, const struct core_request *req,
                      const char **why)
 {
     const char *reason = NULL;
-    int max_gpus = 0;
     uint64_t max_gpu_mem = 0;
     bool gpus_ok = false, cpus_ok = false, mem_ok = false, all_ok = false;
     for (int i = 0; i < place->nnodes; i++) {
         const struct core_place_node *node = &place->nodes[i];
-        if (node->ngpus > max_gpus)
-            max_gpus = node->ngpus;
         for (int g = 0; g < node->ngpus; g++)
             if (node->gpu[g].mem_total > max_gpu_mem)
                 max_gpu_mem = node->gpu[g].mem_total;
@@ -318,12 +494,17 @@ int core_place_check(const struct core_place *place, const struct core_request *
         reason = "asks for a negative amount of a resource";
     else if (place->nnodes == 0)
         reason = "there is no node to run it on";
-    else if (req->gpus > max_gpus)
+    else if (req->gpus > place->max_gpus && place->nnodes == 1)
         reason = "asks for more GPUs than any node has";
+    else if (req->gpus > CORE_MAX_SPAN * CORE_MAX_NODE_GPUS)
+        reason = "asks for more GPUs than a task may span";
+    else if (core_place_spans(place, req))
+        reason = place_check_span(place, req);
     else if (req->gpus > 0 && req->gpu_mem > max_gpu_mem)
         reason = "asks for more memory per GPU than any GPU has";
     else if (!gpus_ok)
-        reason = "no node has that many GPUs with that much memory each";
+        reason = req->gpu_types != 0 ? "no node has that many GPUs of its types"
+                                     : "no node has that many GPUs with that much memory each";
     else if (!cpus_ok)
         reason = "asks for more CPUs than any node has";
     else if (!mem_ok)

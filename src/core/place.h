@@ -12,6 +12,7 @@ struct core_place_gpu {
     uint64_t mem_claimed;     /* an exclusive claim counts mem_total */
     int tasks;
     bool exclusive;
+    uint8_t type;
 };
 
 struct core_place_node {
@@ -20,6 +21,7 @@ struct core_place_node {
     int cpus_used;
     uint64_t mem;             /* 0 = not accounted */
     uint64_t mem_used;
+    int gpus_busy;            /* GPUs with a task on them */
     struct core_place_gpu gpu[CORE_MAX_NODE_GPUS];
 };
 
@@ -32,13 +34,17 @@ struct core_place {
      * nothing fits. */
     int open_gpus;
     int open_cpu_nodes;
+    int max_gpus;             /* the largest node's GPUs: a request for more spans nodes */
 };
 
 /* Backfill's constraint for a task that may still run when the blocked head is due to start:
  * on `node`, the GPUs in gpu_mask are the head's, and only the cpus/mem the node will have to
- * spare beside the head then may be used. */
+ * spare beside the head then may be used. A spanning head reserves whole nodes instead: node n
+ * is the head's when whole[n] == whole_mark (whole may be NULL). */
 struct core_place_reserve {
-    int node;
+    const uint32_t *whole;
+    uint32_t whole_mark;
+    int node;                 /* -1: none */
     uint64_t gpu_mask;
     bool cpus_limited;
     int cpus_spare;
@@ -55,6 +61,19 @@ int core_place_cpus(const struct core_request *req);
 /* Finds where req fits now (under rsv when non-NULL); fills *out and returns true. */
 bool core_place_fit(const struct core_place *place, const struct core_request *req, bool best_fit,
                     const struct core_place_reserve *rsv, struct core_placement *out);
+/* Whether req fits on this one node now (never for a spanning request). */
+bool core_place_fit_node(const struct core_place *place, int index,
+                         const struct core_request *req, bool best_fit,
+                         struct core_placement *out);
+/* Whether req spans nodes (asks for more GPUs than the largest node has). */
+bool core_place_spans(const struct core_place *place, const struct core_request *req);
+/* Whether node could be one of a spanning req's nodes now: every GPU free and of an allowed
+ * type, and the node has req's cpus/mem. */
+bool core_place_span_ok(const struct core_place_node *node, const struct core_request *req);
+/* Picks whole nodes for a spanning req from cand[0..n) (each span_ok): the largest first, then
+ * the lowest index, until they hold req->gpus. Reorders cand. */
+bool core_place_span_pick(const struct core_place *place, const struct core_request *req,
+                          int *cand, int n, struct core_placement *out);
 void core_place_claim(struct core_place *place, const struct core_placement *pl,
                       const struct core_request *req);
 void core_place_release(struct core_place *place, const struct core_placement *pl,

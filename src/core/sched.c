@@ -35,6 +35,7 @@ struct sched_shape {
     uint64_t gpu_mem;
     int cpus;
     uint64_t mem;
+    uint64_t gpu_types;
 };
 
 /* A small ring of shapes that did not fit; an older one may be forgotten (it is only a cache). */
@@ -63,6 +64,7 @@ static struct sched_shape sched_shape_of(const struct core_request *req)
         .gpu_mem = req->gpus > 0 ? req->gpu_mem : 0,
         .cpus = core_place_cpus(req),
         .mem = req->mem,
+        .gpu_types = req->gpu_types,
     };
 }
 
@@ -72,7 +74,8 @@ static bool sched_shape_seen(const struct sched_shapes *shapes, const struct cor
     size_t n = shapes->n < SCHED_SHAPES ? shapes->n : SCHED_SHAPES;
     for (size_t i = 0; i < n; i++) {
         const struct sched_shape *o = &shapes->v[i];
-        if (o->gpus == s.gpus && o->gpu_mem == s.gpu_mem && o->cpus == s.cpus && o->mem == s.mem)
+        if (o->gpus == s.gpus && o->gpu_mem == s.gpu_mem && o->cpus == s.cpus && o->mem == s.mem &&
+            o->gpu_types == s.gpu_types)
             return true;
     }
     return false;
@@ -105,9 +108,19 @@ static int sched_cmp_end(const void *a, const void *b)
 static void sched_set_reserve(struct sched_pass *p, const struct core_placement *pl,
                               const struct core_request *req)
 {
-    const struct core_place_node *node = &p->core->scratch.nodes[pl->node];
+    struct core *core = p->core;
     struct core_place_reserve *rsv = &p->rsv;
     memset(rsv, 0, sizeof *rsv);
+    p->reserved = true;
+    if (pl->nnodes > 1) {
+        rsv->node = -1;
+        rsv->whole = core->rsv_whole;
+        rsv->whole_mark = core->stamp;
+        for (int k = 0; k < pl->nnodes; k++)
+            core->rsv_whole[pl->nodes[k]] = core->stamp;
+        return;
+    }
+    const struct core_place_node *node = &core->scratch.nodes[pl->node];
     rsv->node = pl->node;
     for (int i = 0; i < pl->ngpus; i++)
         rsv->gpu_mask |= 1ULL << pl->gpu[i];
@@ -118,28 +131,88 @@ static void sched_set_reserve(struct sched_pass *p, const struct core_placement 
     rsv->mem_limited = node->mem > 0;
     uint64_t used = node->mem_used + req->mem;
     rsv->mem_spare = node->mem > used ? node->mem - used : 0;
-    p->reserved = true;
+}
+
+/* A fresh stamp: every scratch node is stale, no node is seen or reserved. */
+static void sched_new_stamp(struct core *core)
+{
+    if (++core->stamp == 0) {
+        size_t n = (size_t)core->place.nnodes + 1;
+        memset(core->scratch_stamp, 0, n * sizeof *core->scratch_stamp);
+        memset(core->seen_stamp, 0, n * sizeof *core->seen_stamp);
+        memset(core->rsv_whole, 0, n * sizeof *core->rsv_whole);
+        core->stamp = 1;
+    }
+}
+
+/* Node i of the scratch copy, brought up to date on its first touch under this stamp. */
+static struct core_place_node *sched_scratch_node(struct core *core, int i)
+{
+    if (core->scratch_stamp[i] != core->stamp) {
+        core->scratch.nodes[i] = core->place.nodes[i];
+        core->scratch_stamp[i] = core->stamp;
+    }
+    return &core->scratch.nodes[i];
+}
+
+/* A spanning head's search: node i (current in `nodes`) joins the candidates if it suits. */
+static void sched_span_consider(struct core *core, const struct core_place_node *nodes, int i,
+                                const struct core_request *req, int *ncand, int *total)
+{
+    if (core->seen_stamp[i] == core->stamp || !core_place_span_ok(&nodes[i], req))
+        return;
+    core->seen_stamp[i] = core->stamp;
+    core->cand[(*ncand)++] = i;
+    *total += nodes[i].ngpus;
+}
+
+/* Releases, in the scratch copy, what runs[i] holds; returns whether the head fits then, with
+ * its place in *pl. Only the nodes the run held can have become able to take the head. */
+static bool sched_release_fits(struct sched_pass *p, const struct core_run *run,
+                               const struct core_request *req, bool span, int *ncand, int *total,
+                               struct core_placement *pl)
+{
+    struct core *core = p->core;
+    const int *nodes = run->placement.nnodes > 1 ? run->placement.nodes : &run->placement.node;
+    int nnodes = run->placement.nnodes > 1 ? run->placement.nnodes : 1;
+    if (!run->claimed)
+        return false;
+    for (int k = 0; k < nnodes; k++)
+        sched_scratch_node(core, nodes[k]);
+    core_place_release(&core->scratch, &run->placement, &run->task->req);
+    for (int k = 0; k < nnodes; k++) {
+        if (span)
+            sched_span_consider(core, core->scratch.nodes, nodes[k], req, ncand, total);
+        else if (core_place_fit_node(&core->scratch, nodes[k], req, core->policy.best_fit, pl))
+            return true;
+    }
+    return span && *total >= req->gpus &&
+           core_place_span_pick(&core->scratch, req, core->cand, *ncand, pl);
 }
 
 static void sched_reserve(struct sched_pass *p, const struct core_task *head)
 {
     struct core *core = p->core;
+    const struct core_request *req = &head->req;
     struct core_run **runs = core_xmalloc(core->nrunning * sizeof *runs);
     size_t n = 0;
     for (struct core_run *run = core->running; run != NULL; run = run->next)
         runs[n++] = run;
     qsort(runs, n, sizeof *runs, sched_cmp_end);
-    core_place_copy(&core->scratch, &core->place);
+    sched_new_stamp(core);
     p->reserved = false;
     p->shadow = CORE_TIME_NEVER;
+    bool span = core_place_spans(&core->place, req);
+    int ncand = 0, total = 0;
+    if (span)
+        for (int i = 0; i < core->place.nnodes; i++)
+            sched_span_consider(core, core->place.nodes, i, req, &ncand, &total);
     for (size_t i = 0; i < n; i++) {
         struct core_placement pl;
-        if (runs[i]->claimed)
-            core_place_release(&core->scratch, &runs[i]->placement, &runs[i]->task->req);
-        if (core_place_fit(&core->scratch, &head->req, core->policy.best_fit, NULL, &pl)) {
+        if (sched_release_fits(p, runs[i], req, span, &ncand, &total, &pl)) {
             core_time end = sched_run_end(runs[i]);
             p->shadow = end > p->now ? end : p->now;
-            sched_set_reserve(p, &pl, &head->req);
+            sched_set_reserve(p, &pl, req);
             break;
         }
     }
@@ -161,10 +234,13 @@ static bool sched_backfill(struct sched_pass *p, const struct core_task *t,
         return false;
     }
     /* It fit within the spare, so neither goes below 0. */
-    if (pl->node == p->rsv.node && p->rsv.cpus_limited)
-        p->rsv.cpus_spare -= core_place_cpus(req);
-    if (pl->node == p->rsv.node && p->rsv.mem_limited)
-        p->rsv.mem_spare -= req->mem;
+    const int *nodes = pl->nnodes > 1 ? pl->nodes : &pl->node;
+    for (int k = 0; k < (pl->nnodes > 1 ? pl->nnodes : 1); k++) {
+        if (nodes[k] == p->rsv.node && p->rsv.cpus_limited)
+            p->rsv.cpus_spare -= core_place_cpus(req);
+        if (nodes[k] == p->rsv.node && p->rsv.mem_limited)
+            p->rsv.mem_spare -= req->mem;
+    }
     return true;
 }
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -270,9 +271,11 @@ static void test_check_request(void **state)
     const char *why = NULL;
     struct core_request req = exclusive(4);
     assert_int_equal(core_check_request(core, &req, &why), 0);
-    req = exclusive(5);
+    req = exclusive(5); /* more than one node has: spans both, whole */
+    assert_int_equal(core_check_request(core, &req, &why), 0);
+    req = exclusive(7);
     assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "asks for more GPUs than any node has");
+    assert_string_equal(why, "asks for more GPUs than all the nodes have");
     req = shared(1, 81 * GB);
     assert_int_equal(core_check_request(core, &req, &why), -1);
     assert_string_equal(why, "asks for more memory per GPU than any GPU has");
@@ -314,6 +317,160 @@ static void test_check_request(void **state)
     core_free(core);
 }
 
+/* ---- spanning nodes and GPU types ------------------------------------------------------- */
+
+static struct core_node *cluster_of(int nnodes, int ngpus)
+{
+    struct core_node *nodes = calloc((size_t)nnodes, sizeof *nodes);
+    for (int i = 0; i < nnodes; i++)
+        nodes[i] = node_of(ngpus, 80 * GB, 0, 0);
+    return nodes;
+}
+
+/* A request for more GPUs than a node has takes whole, idle nodes; one that fits a node never
+ * spans. */
+static void test_span_whole_nodes(void **state)
+{
+    struct core_node *nodes = cluster_of(4, 8);
+    struct core *core = new_core(nodes, 4, true);
+    struct core_placement pl;
+    assert_true(submit_run(core, 1, exclusive(2), &pl)); /* node 0 now busy */
+    assert_int_equal(pl.node, 0);
+    assert_true(submit_run(core, 2, exclusive(12), &pl));
+    assert_int_equal(pl.nnodes, 2);
+    assert_int_equal(pl.nodes[0], 1);
+    assert_int_equal(pl.nodes[1], 2);
+    assert_int_equal(pl.node, 1);
+    assert_int_equal(pl.ngpus, 16); /* whole nodes: the other 4 GPUs are held too */
+    struct core_gpu_usage use;
+    core_gpu_usage(core, 2, 7, &use);
+    assert_true(use.exclusive);
+    assert_int_equal(use.tasks, 1);
+    /* An 8-GPU task must fit on one node: node 3, not node 0's six and two of another. */
+    assert_true(submit_run(core, 3, exclusive(8), &pl));
+    assert_int_equal(pl.node, 3);
+    assert_int_equal(pl.nnodes, 0);
+    assert_false(submit_run(core, 4, exclusive(8), NULL));
+    /* Node 0 has 6 free GPUs, but a spanning task takes idle nodes only. */
+    assert_false(submit_run(core, 5, exclusive(9), NULL));
+    core_free(core);
+    free(nodes);
+}
+
+static void test_span_release_and_reserve(void **state)
+{
+    struct core_node *nodes = cluster_of(3, 4);
+    struct core_policy policy = core_policy_default();
+    struct core *core = core_new(&policy);
+    core_set_nodes(core, nodes, 3);
+    struct core_actions out = {0};
+    struct core_task_spec spec;
+    memset(&spec, 0, sizeof spec);
+    /* 1: one GPU on node 0, no time limit; 2: twelve GPUs, all three nodes, blocked by 1. */
+    spec.id = 1;
+    spec.req = exclusive(1);
+    assert_int_equal(core_submit(core, &spec, 0, &out), 0);
+    core_schedule(core, 0, &out);
+    spec.id = 2;
+    spec.req = exclusive(12);
+    assert_int_equal(core_submit(core, &spec, 1, &out), 0);
+    /* 3: one GPU, no limit: would land on a node the head has reserved; all three are. */
+    spec.id = 3;
+    spec.req = exclusive(1);
+    assert_int_equal(core_submit(core, &spec, 2, &out), 0);
+    core_actions_clear(&out);
+    core_schedule(core, 2, &out);
+    assert_int_equal(out.n, 0); /* nothing starts: the head holds every node */
+    assert_int_equal(core_attempt_exited(core, 1, CORE_OUTCOME_SUCCESS, 10, &out), 0);
+    core_actions_clear(&out);
+    core_schedule(core, 10, &out);
+    bool started2 = false;
+    for (size_t i = 0; i < out.n; i++)
+        if (out.v[i].type == CORE_ACT_START) {
+            assert_int_equal(out.v[i].task, 2);
+            assert_int_equal(out.v[i].placement.nnodes, 3);
+            started2 = true;
+        }
+    assert_true(started2);
+    core_actions_clear(&out);
+    assert_int_equal(core_attempt_exited(core, 2, CORE_OUTCOME_SUCCESS, 20, &out), 0);
+    core_actions_clear(&out);
+    core_schedule(core, 20, &out);
+    assert_int_equal(out.n, 1);
+    assert_int_equal(out.v[0].task, 3);
+    for (int n = 0; n < 3; n++)
+        for (int g = 0; g < 4; g++) {
+            struct core_gpu_usage use;
+            core_gpu_usage(core, n, g, &use);
+            assert_int_equal(use.tasks, n == 0 && g == 0 ? 1 : 0);
+        }
+    core_actions_free(&out);
+    core_free(core);
+    free(nodes);
+}
+
+/* Backfill beside a spanning head: tasks may use nodes it has not reserved. */
+static void test_span_backfill_elsewhere(void **state)
+{
+    struct core_node *nodes = cluster_of(4, 4);
+    struct core *core = new_core(nodes, 4, true);
+    assert_true(submit_run(core, 1, exclusive(4), NULL)); /* node 0 */
+    assert_true(submit_run(core, 2, exclusive(4), NULL)); /* node 1 */
+    assert_true(submit_run(core, 3, exclusive(2), NULL)); /* node 2 */
+    /* 16 GPUs: every node, so all are reserved (4 nodes needed). */
+    assert_false(submit_run(core, 4, exclusive(16), NULL));
+    assert_false(submit_run(core, 5, exclusive(1), NULL));
+    core_free(core);
+
+    core = new_core(nodes, 4, true);
+    assert_true(submit_run(core, 1, exclusive(4), NULL)); /* node 0, the oldest: ends first */
+    assert_true(submit_run(core, 2, exclusive(4), NULL)); /* node 1 */
+    assert_true(submit_run(core, 3, exclusive(2), NULL)); /* node 2 */
+    /* 8 GPUs on 4-GPU nodes: spans two; the reservation is node 3 (free) and node 0 (the first
+     * to be released), so node 2's two free GPUs may take a backfilled task. */
+    assert_false(submit_run(core, 4, exclusive(8), NULL));
+    struct core_placement pl;
+    assert_true(submit_run(core, 5, exclusive(1), &pl));
+    assert_int_equal(pl.node, 2);
+    assert_false(submit_run(core, 6, exclusive(4), NULL)); /* would need node 3 */
+    core_free(core);
+    free(nodes);
+}
+
+static void test_gpu_types(void **state)
+{
+    struct core_node nodes[2] = { node_of(4, 16 * GB, 0, 0), node_of(4, 32 * GB, 0, 0) };
+    for (int g = 0; g < 4; g++)
+        nodes[1].gpu_type[g] = 1;
+    nodes[0].gpu_type[3] = 2;
+    struct core *core = new_core(nodes, 2, true);
+    const char *why;
+    struct core_request req = exclusive(2);
+    req.gpu_types = 1ULL << 1;
+    struct core_placement pl;
+    assert_true(submit_run(core, 1, req, &pl));
+    assert_int_equal(pl.node, 1);
+    assert_true(submit_run(core, 2, req, &pl));
+    assert_int_equal(pl.node, 1);
+    assert_false(submit_run(core, 3, req, &pl)); /* type 1 is full; type 0 GPUs are free */
+    req = exclusive(1);
+    req.gpu_types = 1ULL << 2;
+    assert_true(submit_run(core, 4, req, &pl));
+    assert_int_equal(pl.node, 0);
+    assert_int_equal(pl.gpu[0], 3);
+    req.gpus = 2;
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    assert_string_equal(why, "no node has that many GPUs of its types");
+    req.gpu_types = (1ULL << 0) | (1ULL << 2);
+    assert_int_equal(core_check_request(core, &req, &why), 0);
+    /* Spanning needs every GPU of each node to be of an allowed type. */
+    req = exclusive(8);
+    req.gpu_types = (1ULL << 0) | (1ULL << 1);
+    assert_int_equal(core_check_request(core, &req, &why), -1);
+    assert_string_equal(why, "asks for more GPUs of its types than all the nodes have");
+    core_free(core);
+}
+
 static void test_gpu_usage_out_of_range(void **state)
 {
     struct core_node node = node_of(1, 40 * GB, 0, 0);
@@ -341,6 +498,10 @@ int main(void)
         cmocka_unit_test(test_cpu_accounting),
         cmocka_unit_test(test_cpus_unaccounted_and_mem),
         cmocka_unit_test(test_check_request),
+        cmocka_unit_test(test_span_whole_nodes),
+        cmocka_unit_test(test_span_release_and_reserve),
+        cmocka_unit_test(test_span_backfill_elsewhere),
+        cmocka_unit_test(test_gpu_types),
         cmocka_unit_test(test_gpu_usage_out_of_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
