@@ -1,0 +1,252 @@
+/* drover simulate: replay a job trace through the scheduler core (sim/) and print what the
+ * schedule was like. Runs in the client: no daemon, no state directory. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "util/parse.h"
+#include "util/xalloc.h"
+
+#define SIM_DEFAULT_GPU_MEM (80ULL << 30)
+
+static const struct cmd_opt simulate_opts[] = {
+    {"trace", 't', true, false, "the trace file (required)"},
+    {"format", 'f', true, false, "itp, alibaba2023 or csv (default: guessed from the header)"},
+    {"cluster", 'c', true, false, "NODESxGPUS[:MEM], e.g. 12x8 or 12x8:80G"},
+    {"nodes", 'n', true, false, "a node list (sn,cpu_milli,memory_mib,gpu,model)"},
+    {"policy", 'p', true, false, "fifo, backfill or drover (default drover)"},
+    {"limits", 'l', true, false, "time limits jobs give: none (default), exact or xF"},
+    {"whole-gpus", 0, false, false, "give a job that asks for a fraction of a GPU whole GPUs"},
+    {"skip-bad-rows", 0, false, false, "count and skip rows that cannot be read"},
+    {"schedule-out", 'o', true, false, "write job_id,submit,start,end,node,gpus rows to FILE"},
+    {"json", 0, false, false, "print the results as JSON"},
+    {NULL, 0, false, false, NULL},
+};
+
+static const char *const simulate_format_names[] = {"itp", "alibaba2023", "csv"};
+
+/* The simulated machine, from --cluster or --nodes. */
+struct simulate_machine {
+    struct core_node *nodes;
+    int nnodes;
+    char **names;            /* from --nodes; NULL otherwise */
+    struct sim_nodes list;
+    uint64_t gpu_mem;
+    bool from_list;
+};
+
+static void simulate_machine_free(struct simulate_machine *m)
+{
+    free(m->nodes);
+    free(m->names);
+    sim_nodes_free(&m->list);
+}
+
+static int simulate_machine(const struct cmd_entry *cmd, const struct cmd_args *args,
+                            struct sim_types *types, struct simulate_machine *m)
+{
+    const char *cluster = cmd_opt(cmd, args, "cluster"), *list = cmd_opt(cmd, args, "nodes");
+    const char *why;
+    if ((cluster == NULL) == (list == NULL))
+        return cmd_usage_error(cmd, "give one of --cluster NODESxGPUS or --nodes FILE");
+    m->gpu_mem = SIM_DEFAULT_GPU_MEM;
+    if (cluster != NULL) {
+        int nnodes, ngpus;
+        uint64_t gpu_mem;
+        if (sim_cluster_parse(cluster, &nnodes, &ngpus, &gpu_mem, &why) == -1)
+            return cmd_usage_error(cmd, "--cluster \"%s\": %s", cluster, why);
+        if (gpu_mem > 0)
+            m->gpu_mem = gpu_mem;
+        m->nnodes = nnodes;
+        m->nodes = xcalloc((size_t)nnodes, sizeof *m->nodes);
+        for (int i = 0; i < nnodes; i++) {
+            m->nodes[i].ngpus = ngpus;
+            for (int g = 0; g < ngpus; g++)
+                m->nodes[i].gpu_mem[g] = m->gpu_mem;
+        }
+        return EXIT_OK;
+    }
+    char *err;
+    if (sim_nodes_read(list, types, &m->list, &err) == -1) {
+        cmd_usage_error(cmd, "%s", err);
+        free(err);
+        return EXIT_USAGE;
+    }
+    m->from_list = true;
+    m->nnodes = m->list.n;
+    m->nodes = xcalloc((size_t)m->nnodes, sizeof *m->nodes);
+    m->names = xcalloc((size_t)m->nnodes, sizeof *m->names);
+    for (int i = 0; i < m->nnodes; i++) {
+        const struct sim_node *in = &m->list.v[i];
+        struct core_node *node = &m->nodes[i];
+        node->ngpus = in->ngpus;
+        for (int g = 0; g < in->ngpus; g++) {
+            node->gpu_mem[g] = m->gpu_mem;
+            node->gpu_type[g] = (uint8_t)in->type;
+        }
+        node->cpus = in->cpu_milli;
+        node->mem = in->mem_bytes;
+        m->names[i] = in->name;
+    }
+    return EXIT_OK;
+}
+
+static void simulate_print(const char *trace_path, const char *format, const char *policy,
+                           const char *limits, const struct simulate_machine *m,
+                           const struct sim_trace *trace, const struct sim_result *r)
+{
+    char a[32], b[32], c[32], d[32];
+#define DUR(x, buf) format_duration((int64_t)((x) * 1000), buf, sizeof buf)
+    printf("trace        %s (%s)\n", trace_path, format);
+    printf("cluster      %d nodes, %d GPUs; policy %s; limits %s\n", m->nnodes, r->ngpus, policy,
+           limits);
+    printf("jobs         %zu simulated, %zu skipped", r->jobs,
+           trace->skipped_pending + trace->skipped_bad + r->skipped_unfit);
+    if (trace->skipped_pending + trace->skipped_bad + r->skipped_unfit > 0)
+        printf(" (%zu never ran, %zu unreadable, %zu fit no node)", trace->skipped_pending,
+               trace->skipped_bad, r->skipped_unfit);
+    printf("\n");
+    printf("makespan     %s   (lower bound %s: GPU-time / GPUs)\n", DUR(r->makespan, a),
+           DUR(r->bound_makespan, b));
+    printf("JCT          avg %s  p50 %s  p95 %s  p99 %s", DUR(r->jct_avg, a), DUR(r->jct_p50, b),
+           DUR(r->jct_p95, c), DUR(r->jct_p99, d));
+    printf("   (floor %s: mean duration)\n", DUR(r->bound_jct, a));
+    printf("wait         avg %s  p99 %s  max %s\n", DUR(r->wait_avg, a), DUR(r->wait_p99, b),
+           DUR(r->wait_max, c));
+    printf("utilisation  %.1f%% of GPU-time\n", 100 * r->utilisation);
+    printf("running      %.1f jobs at once on average\n", r->avg_running);
+    printf("scheduler    %llu passes, %.2f s in core/ (%.1f us a pass)\n",
+           (unsigned long long)r->passes, r->sched_seconds,
+           r->passes > 0 ? 1e6 * r->sched_seconds / (double)r->passes : 0);
+#undef DUR
+}
+
+static void simulate_print_json(const char *trace_path, const char *format, const char *policy,
+                                const char *limits, const struct simulate_machine *m,
+                                const struct sim_trace *trace, const struct sim_result *r)
+{
+    json_t *out = json_pack(
+        "{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:I, s:I, s:I},"
+        " s:f, s:{s:f, s:f, s:f, s:f}, s:{s:f, s:f, s:f}, s:f, s:f,"
+        " s:{s:f, s:f}, s:{s:I, s:f}}",
+        "trace", trace_path, "format", format, "policy", policy, "limits", limits, "nodes",
+        m->nnodes, "gpus", r->ngpus, "jobs", (json_int_t)r->jobs, "skipped", "never_ran",
+        (json_int_t)trace->skipped_pending, "unreadable", (json_int_t)trace->skipped_bad,
+        "unfit", (json_int_t)r->skipped_unfit, "makespan_s", r->makespan, "jct_s", "avg",
+        r->jct_avg, "p50", r->jct_p50, "p95", r->jct_p95, "p99", r->jct_p99, "wait_s", "avg",
+        r->wait_avg, "p99", r->wait_p99, "max", r->wait_max, "utilisation", r->utilisation,
+        "avg_running", r->avg_running, "bounds", "makespan_s", r->bound_makespan, "jct_s",
+        r->bound_jct, "scheduler", "passes", (json_int_t)r->passes, "seconds", r->sched_seconds);
+    if (out == NULL)
+        fatalx("simulate: json_pack failed");
+    out_json(out);
+    json_decref(out);
+}
+
+static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
+{
+    const char *path = cmd_opt(cmd, args, "trace"), *why;
+    const char *policy_name = cmd_opt(cmd, args, "policy");
+    const char *limits_text = cmd_opt(cmd, args, "limits");
+    const char *format_text = cmd_opt(cmd, args, "format");
+    const char *out_path = cmd_opt(cmd, args, "schedule-out");
+    struct sim_config config;
+    memset(&config, 0, sizeof config);
+    enum sim_format format = SIM_FORMAT_AUTO;
+
+    if (path == NULL)
+        return cmd_usage_error(cmd, "--trace FILE is required");
+    if (policy_name == NULL)
+        policy_name = "drover";
+    if (limits_text == NULL)
+        limits_text = "none";
+    if (sim_policy_parse(policy_name, &config.policy, &why) == -1)
+        return cmd_usage_error(cmd, "--policy \"%s\": %s", policy_name, why);
+    if (sim_limits_parse(limits_text, &config.limits, &config.limit_factor, &why) == -1)
+        return cmd_usage_error(cmd, "--limits \"%s\": %s", limits_text, why);
+    if (format_text != NULL && sim_format_parse(format_text, &format, &why) == -1)
+        return cmd_usage_error(cmd, "--format \"%s\": %s", format_text, why);
+
+    struct sim_types types;
+    struct simulate_machine machine;
+    struct sim_trace trace;
+    struct sim_result result;
+    memset(&types, 0, sizeof types);
+    memset(&machine, 0, sizeof machine);
+    memset(&trace, 0, sizeof trace);
+    memset(&result, 0, sizeof result);
+    FILE *out = NULL;
+    char *err = NULL;
+    int rc = simulate_machine(cmd, args, &types, &machine);
+    if (rc != EXIT_OK)
+        goto out;
+    rc = EXIT_USAGE;
+    if (sim_trace_read(path, format, cmd_opt(cmd, args, "skip-bad-rows") != NULL, &types, &trace,
+                       &err) == -1) {
+        cmd_usage_error(cmd, "%s", err);
+        goto out;
+    }
+    if (trace.skipped_bad > 0)
+        fprintf(stderr, "drover simulate: skipped %zu unreadable rows; the first: %s\n",
+                trace.skipped_bad, trace.first_bad);
+    if (out_path != NULL) {
+        out = strcmp(out_path, "-") == 0 ? stdout : fopen(out_path, "w");
+        if (out == NULL) {
+            cmd_usage_error(cmd, "--schedule-out %s: %s", out_path, strerror(errno));
+            goto out;
+        }
+    }
+    config.trace = &trace;
+    config.nodes = machine.nodes;
+    config.nnodes = machine.nnodes;
+    config.node_names = (const char *const *)machine.names;
+    config.gpu_mem = machine.gpu_mem;
+    config.whole_gpus = cmd_opt(cmd, args, "whole-gpus") != NULL;
+    config.use_types = machine.from_list;
+    config.use_host = machine.from_list;
+    config.schedule_out = out;
+    if (sim_run(&config, &result, &err) == -1) {
+        fprintf(stderr, "drover simulate: %s\n", err);
+        rc = EXIT_FAILED;
+        goto out;
+    }
+    if (result.skipped_unfit > 0)
+        fprintf(stderr, "drover simulate: skipped %zu jobs that fit no node; the first: %s\n",
+                result.skipped_unfit, result.first_unfit);
+    if (format == SIM_FORMAT_AUTO)
+        format = trace.format;
+    const char *fname = simulate_format_names[format];
+    if (out != stdout) {
+        if (cmd_opt(cmd, args, "json"))
+            simulate_print_json(path, fname, policy_name, limits_text, &machine, &trace, &result);
+        else
+            simulate_print(path, fname, policy_name, limits_text, &machine, &trace, &result);
+    }
+    rc = EXIT_OK;
+out:
+    if (out != NULL && out != stdout && fclose(out) != 0 && rc == EXIT_OK) {
+        fprintf(stderr, "drover simulate: --schedule-out %s: %s\n", out_path, strerror(errno));
+        rc = EXIT_FAILED;
+    }
+    free(err);
+    sim_result_free(&result);
+    sim_trace_free(&trace);
+    simulate_machine_free(&machine);
+    sim_types_free(&types);
+    return rc;
+}
+
+const struct cmd_entry cmd_simulate = {
+    .name = "simulate",
+    .usage = "simulate --trace FILE (--cluster NxG[:MEM] | --nodes FILE) [--format F] "
+             "[--policy fifo|backfill|drover] [--limits none|exact|xF] [--whole-gpus] "
+             "[--skip-bad-rows] [--schedule-out FILE] [--json]",
+    .summary = "replay a GPU-cluster trace through the scheduler and measure the schedule",
+    .opts = simulate_opts,
+    .min_args = 0,
+    .max_args = 0,
+    .exec = simulate_exec,
+};

@@ -1,0 +1,66 @@
+/* sim/sim.h — `drover simulate`: a trace replayed through core/ with a virtual clock.
+ *
+ * The simulator is a second driver of the very scheduler the daemon runs: it submits each job
+ * at its submit time, runs core_schedule() after every batch of events, starts what core/ says
+ * where it says, and ends each job exactly `duration` after its start. Nothing here decides what
+ * runs where; a policy is a struct core_policy.
+ */
+#ifndef DROVER_SIM_SIM_H
+#define DROVER_SIM_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/core.h"
+#include "sim/trace.h"
+
+/* The named policies: "fifo", "backfill", "drover". Returns 0, or -1 with a static reason. */
+int sim_policy_parse(const char *name, struct core_policy *out, const char **err);
+extern const char *const sim_policy_names[];
+
+enum sim_limits {
+    SIM_LIMITS_NONE,   /* jobs have no time limit: the policy never knows a duration */
+    SIM_LIMITS_EXACT,  /* limit = the real duration */
+    SIM_LIMITS_FACTOR, /* limit = factor x the real duration (users over-ask) */
+};
+/* "none", "exact", "x2", "x1.5". Returns 0, or -1 with a static reason. */
+int sim_limits_parse(const char *s, enum sim_limits *limits, double *factor, const char **err);
+
+struct sim_config {
+    const struct sim_trace *trace;
+    const struct core_node *nodes;
+    int nnodes;
+    const char *const *node_names; /* names for --schedule-out, or NULL: indices */
+    struct core_policy policy;
+    enum sim_limits limits;
+    double limit_factor;
+    uint64_t gpu_mem;              /* every GPU's memory: a fraction f of a GPU claims f x this */
+    bool whole_gpus;               /* a fractional job takes whole GPUs (no sharing) */
+    bool use_types;                /* honour jobs' GPU types (nodes from a list) */
+    bool use_host;                 /* account jobs' CPUs and memory (nodes from a list) */
+    FILE *schedule_out;            /* one CSV row per job, or NULL */
+};
+
+struct sim_result {
+    size_t jobs;                   /* simulated */
+    size_t skipped_unfit;          /* could never run on these nodes */
+    char *first_unfit;             /* "job ID (line N): reason", malloc'd, or NULL */
+    int ngpus;                     /* GPUs in the cluster */
+    double makespan;               /* seconds, first submit to last end */
+    double jct_avg, jct_p50, jct_p95, jct_p99;
+    double wait_avg, wait_p99, wait_max;
+    double utilisation;            /* busy GPU-time / (GPUs x makespan) */
+    double avg_running;            /* jobs running at once, averaged over the makespan */
+    double bound_makespan;         /* total GPU-time / GPUs */
+    double bound_jct;              /* the mean duration */
+    uint64_t passes;               /* core_schedule() calls */
+    double sched_seconds;          /* CPU time spent inside core/ */
+};
+
+/* Runs the simulation. Returns 0, or -1 with *err (malloc'd): nothing could run, or a write to
+ * schedule_out failed. Frees nothing of config; sim_result_free() frees what the result holds. */
+int sim_run(const struct sim_config *config, struct sim_result *result, char **err);
+void sim_result_free(struct sim_result *result);
+
+#endif

@@ -1,0 +1,638 @@
+/* Trace, node-list and cluster-spec readers. A trace is read whole into one buffer and split in
+ * place (no quoting exists in these files), so 100,000 rows cost one read and one pass. */
+#include "sim/trace.h"
+#include "util/parse.h"
+#include "util/xalloc.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TRACE_WHY 512        /* a row's reason, before "FILE:LINE: " is put in front */
+#define TRACE_MAX_FIELDS 12  /* one more than the widest format, so "found 12" can be told */
+#define TRACE_MAX_GPUS 4096
+#define TRACE_MAX_SECONDS 1e13 /* keeps llround(x * 1000) far from int64 overflow */
+#define TRACE_MAX_MIB (1LL << 40)
+#define TRACE_MAX_PRIORITY 1000000
+#define NODE_MAX_GPUS 64
+
+typedef int (*trace_row_fn)(char **field, int n, struct sim_types *types, struct sim_job *job,
+                            char *why);
+
+/* What differs between the formats; the reading loop is shared. */
+struct trace_format {
+    const char *name;
+    const char *id_column;  /* the first column; a first line starting with it is a header */
+    const char *columns;    /* shown in field-count and header errors */
+    int min_fields, max_fields;
+    bool exact_header;      /* the header must name exactly these columns (fixed positions) */
+    bool comments;          /* '#' lines are ignored */
+    trace_row_fn row;       /* 0 = a job, 1 = skipped as pending, -1 = bad (why filled in) */
+};
+
+static int trace_row_itp(char **field, int n, struct sim_types *types, struct sim_job *job,
+                         char *why);
+static int trace_row_alibaba(char **field, int n, struct sim_types *types, struct sim_job *job,
+                             char *why);
+static int trace_row_csv(char **field, int n, struct sim_types *types, struct sim_job *job,
+                         char *why);
+
+/* Indexed by enum sim_format. */
+static const struct trace_format trace_formats[] = {
+    [SIM_FORMAT_ITP] = {"itp", "job_id", "job_id,submission_time,duration,num_gpu", 4, 4,
+                        false, false, trace_row_itp},
+    [SIM_FORMAT_ALIBABA2023] = {"alibaba2023", "name",
+                                "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
+                                "pod_phase,creation_time,deletion_time,scheduled_time",
+                                11, 11, true, false, trace_row_alibaba},
+    [SIM_FORMAT_CSV] = {"csv", "job_id",
+                         "job_id,submit_time,duration,gpus[,gpu_mem_fraction,priority]", 4, 6,
+                         false, true, trace_row_csv},
+};
+
+int sim_format_parse(const char *s, enum sim_format *out, const char **err)
+{
+    for (int f = 0; f < (int)(sizeof trace_formats / sizeof trace_formats[0]); f++) {
+        if (s != NULL && strcmp(s, trace_formats[f].name) == 0) {
+            *out = (enum sim_format)f;
+            return 0;
+        }
+    }
+    *err = "expected a trace format: itp, alibaba2023 or csv";
+    return -1;
+}
+
+int sim_types_intern(struct sim_types *types, const char *name)
+{
+    for (int i = 0; i < types->n; i++)
+        if (strcmp(types->name[i], name) == 0)
+            return i;
+    if (types->n == SIM_MAX_TYPES)
+        return -1;
+    types->name[types->n] = xstrdup(name);
+    return types->n++;
+}
+
+void sim_types_free(struct sim_types *types)
+{
+    if (types == NULL)
+        return;
+    for (int i = 0; i < types->n; i++)
+        free(types->name[i]);
+    memset(types, 0, sizeof *types);
+}
+
+/* Reads path whole, NUL-terminated (one spare byte), into *out. *err is malloc'd on failure. */
+static int trace_load(const char *path, char **out, size_t *out_len, char **err)
+{
+    struct stat st;
+    char *buf = NULL;
+    size_t len = 0, cap;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), saved;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        goto fail;
+    /* size + 2: the file, the terminating NUL, and room for the read that returns 0. Pipes and
+     * other unsized files start small and grow. */
+    cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 2 : 65536;
+    buf = xmalloc(cap);
+    for (;;) {
+        if (cap - len < 2) {
+            cap *= 2;
+            buf = xrealloc(buf, cap);
+        }
+        ssize_t got = read(fd, buf + len, cap - len - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            goto fail;
+        if (got == 0)
+            break;
+        len += (size_t)got;
+    }
+    close(fd);
+    buf[len] = '\0';
+    *out = buf;
+    *out_len = len;
+    return 0;
+fail:
+    saved = errno;
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    *err = xasprintf("%s: %s", path, strerror(saved));
+    return -1;
+}
+
+/* Walks the lines of a loaded buffer, terminating each in place. */
+struct trace_lines {
+    char *p, *end;
+    unsigned line; /* of the line last returned, 1-based */
+};
+
+static void trace_lines_init(struct trace_lines *lines, char *buf, size_t len)
+{
+    lines->p = buf;
+    lines->end = buf + len;
+    lines->line = 0;
+    if (len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) /* a UTF-8 byte-order mark */
+        lines->p += 3;
+}
+
+/* The next line without its "\n" or "\r\n", or NULL at the end. *len excludes the terminator;
+ * a line holding a NUL byte has strlen() < *len. */
+static char *trace_lines_next(struct trace_lines *lines, size_t *len)
+{
+    if (lines->p >= lines->end)
+        return NULL;
+    char *line = lines->p, *nl = memchr(line, '\n', (size_t)(lines->end - line));
+    char *stop = nl != NULL ? nl : lines->end;
+    lines->p = nl != NULL ? nl + 1 : lines->end;
+    lines->line++;
+    if (stop > line && stop[-1] == '\r')
+        stop--;
+    *stop = '\0';
+    *len = (size_t)(stop - line);
+    return line;
+}
+
+/* Splits line at commas in place. Returns how many fields the line has, which may exceed max
+ * (only the first max are stored). */
+static int trace_split(char *line, char **field, int max)
+{
+    int n = 0;
+    for (char *p = line;;) {
+        char *comma = strchr(p, ',');
+        if (n < max)
+            field[n] = p;
+        n++;
+        if (comma == NULL)
+            return n;
+        *comma = '\0';
+        p = comma + 1;
+    }
+}
+
+/* The checks every data line gets before it is split. */
+static int trace_line_sane(const char *line, size_t len, char *why)
+{
+    if (strlen(line) != len) {
+        snprintf(why, TRACE_WHY, "the line holds a NUL byte");
+        return -1;
+    }
+    if (strchr(line, '"') != NULL) {
+        snprintf(why, TRACE_WHY, "quoted fields are not supported");
+        return -1;
+    }
+    return 0;
+}
+
+static int trace_field_count(const char *columns, int min, int max, int n, char *why)
+{
+    if (n >= min && n <= max)
+        return 0;
+    if (min == max)
+        snprintf(why, TRACE_WHY, "expected %d fields (%s), found %d", min, columns, n);
+    else
+        snprintf(why, TRACE_WHY, "expected %d to %d fields (%s), found %d", min, max, columns, n);
+    return -1;
+}
+
+/* A whole field as a finite number >= 0. Only digits, '.' and an exponent are accepted, which
+ * keeps out signs, spaces, hex, "nan" and "inf" that strtod would take. */
+static int trace_number(const char *s, double *out)
+{
+    char *end;
+    if (!(isdigit((unsigned char)*s) || *s == '.') || s[strspn(s, "0123456789.eE+-")] != '\0')
+        return -1;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !isfinite(v) || v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Seconds, decimals allowed, >= 0 -> ms. */
+static int trace_seconds(const char *column, const char *s, int64_t *out_ms, char *why)
+{
+    double v;
+    if (trace_number(s, &v) < 0)
+        goto bad;
+    if (v > TRACE_MAX_SECONDS) {
+        snprintf(why, TRACE_WHY, "%s \"%.40s\" is too large", column, s);
+        return -1;
+    }
+    *out_ms = (int64_t)llround(v * 1000);
+    return 0;
+bad:
+    snprintf(why, TRACE_WHY, "%s \"%.40s\" is not a number of seconds >= 0", column, s);
+    return -1;
+}
+
+/* A whole number in [min, max]: decimal digits, a leading '-' only where min < 0. */
+static int trace_whole(const char *column, const char *s, long long min, long long max,
+                       long long *out, char *why)
+{
+    const char *digits = (*s == '-' && min < 0) ? s + 1 : s;
+    char *end;
+    if (!isdigit((unsigned char)*digits))
+        goto bad;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < min || v > max)
+        goto bad;
+    *out = v;
+    return 0;
+bad:
+    snprintf(why, TRACE_WHY, "%s \"%.40s\" is not a whole number from %lld to %lld", column, s,
+             min, max);
+    return -1;
+}
+
+static int trace_row_itp(char **field, int n, struct sim_types *types, struct sim_job *job,
+                         char *why)
+{
+    long long gpus;
+    if (trace_seconds("submission_time", field[1], &job->submit_ms, why) < 0 ||
+        trace_seconds("duration", field[2], &job->duration_ms, why) < 0 ||
+        trace_whole("num_gpu", field[3], 0, TRACE_MAX_GPUS, &gpus, why) < 0)
+        return -1;
+    job->gpus = (int)gpus;
+    return 0;
+}
+
+static int trace_row_csv(char **field, int n, struct sim_types *types, struct sim_job *job,
+                         char *why)
+{
+    long long gpus, priority;
+    if (trace_seconds("submit_time", field[1], &job->submit_ms, why) < 0 ||
+        trace_seconds("duration", field[2], &job->duration_ms, why) < 0 ||
+        trace_whole("gpus", field[3], 0, TRACE_MAX_GPUS, &gpus, why) < 0)
+        return -1;
+    job->gpus = (int)gpus;
+    if (n >= 5) {
+        double f;
+        if (trace_number(field[4], &f) < 0 || f <= 0 || f > 1) {
+            snprintf(why, TRACE_WHY, "gpu_mem_fraction \"%.40s\" is not a number in (0,1]",
+                     field[4]);
+            return -1;
+        }
+        long milli = lround(f * 1000);
+        job->gpu_milli = milli < 1 ? 1 : milli > 1000 ? 1000 : (int)milli;
+    }
+    if (n >= 6) {
+        if (trace_whole("priority", field[5], -TRACE_MAX_PRIORITY, TRACE_MAX_PRIORITY, &priority,
+                        why) < 0)
+            return -1;
+        job->priority = (int)priority;
+    }
+    if (job->gpus == 0)
+        job->gpu_milli = 1000; /* a share of no GPU means nothing */
+    return 0;
+}
+
+/* gpu_spec "A|B" -> the bits of A and B in types; empty names are ignored, empty spec = any. */
+static int trace_gpu_spec(const char *spec, struct sim_types *types, uint64_t *mask, char *why)
+{
+    char name[256];
+    *mask = 0;
+    for (const char *p = spec; *p != '\0';) {
+        size_t len = strcspn(p, "|");
+        if (len >= sizeof name) {
+            snprintf(why, TRACE_WHY, "gpu_spec \"%.40s\" has a type name that is too long", spec);
+            return -1;
+        }
+        if (len > 0) {
+            memcpy(name, p, len);
+            name[len] = '\0';
+            int type = sim_types_intern(types, name);
+            if (type < 0) {
+                snprintf(why, TRACE_WHY, "gpu_spec \"%.40s\": more than %d GPU types", spec,
+                         SIM_MAX_TYPES);
+                return -1;
+            }
+            *mask |= 1ull << type;
+        }
+        p += len;
+        if (*p == '|')
+            p++;
+    }
+    return 0;
+}
+
+static int trace_row_alibaba(char **field, int n, struct sim_types *types, struct sim_job *job,
+                             char *why)
+{
+    long long cpu, mib, gpus, milli;
+    int64_t scheduled_ms, deletion_ms;
+    /* A Pending pod never ran: it has no scheduled_time and holds nothing to replay. */
+    if (strcmp(field[7], "Pending") == 0)
+        return 1;
+    if (trace_whole("cpu_milli", field[1], 0, INT_MAX, &cpu, why) < 0 ||
+        trace_whole("memory_mib", field[2], 0, TRACE_MAX_MIB, &mib, why) < 0 ||
+        trace_whole("num_gpu", field[3], 0, TRACE_MAX_GPUS, &gpus, why) < 0 ||
+        trace_whole("gpu_milli", field[4], gpus > 0 ? 1 : 0, 1000, &milli, why) < 0 ||
+        trace_seconds("creation_time", field[8], &job->submit_ms, why) < 0 ||
+        trace_seconds("deletion_time", field[9], &deletion_ms, why) < 0 ||
+        trace_seconds("scheduled_time", field[10], &scheduled_ms, why) < 0)
+        return -1;
+    if (deletion_ms < scheduled_ms) {
+        snprintf(why, TRACE_WHY, "deletion_time \"%.40s\" is before scheduled_time \"%.40s\"",
+                 field[9], field[10]);
+        return -1;
+    }
+    if (trace_gpu_spec(field[5], types, &job->gpu_types, why) < 0)
+        return -1;
+    job->duration_ms = deletion_ms - scheduled_ms;
+    job->cpu_milli = (int)cpu;
+    job->mem_bytes = (uint64_t)mib << 20;
+    job->gpus = (int)gpus;
+    job->gpu_milli = gpus > 0 ? (int)milli : 1000;
+    return 0;
+}
+
+/* Checks a header line (already split). Fatal whatever skip_bad_rows says: every row after it
+ * would be read against the wrong columns. */
+static int trace_header(const struct trace_format *fmt, char **field, int n, char *why)
+{
+    char found[256] = "";
+    bool has_times = false;
+    for (int i = 0; i < n && i < TRACE_MAX_FIELDS; i++) {
+        size_t used = strlen(found);
+        snprintf(found + used, sizeof found - used, "%s%s", i > 0 ? "," : "", field[i]);
+        if (strcmp(field[i], "creation_time") == 0)
+            has_times = true;
+    }
+    bool ok = n >= fmt->min_fields && n <= fmt->max_fields &&
+              (!fmt->exact_header || strcmp(found, fmt->columns) == 0);
+    if (ok)
+        return 0;
+    if (fmt->exact_header && !has_times)
+        snprintf(why, TRACE_WHY, "%s needs the columns %s (this file has no times)", fmt->name,
+                 fmt->columns);
+    else
+        snprintf(why, TRACE_WHY, "%s needs the columns %s (this file has %.200s)", fmt->name,
+                 fmt->columns, found);
+    return -1;
+}
+
+static enum sim_format trace_guess(const char *first_line)
+{
+    if (strncmp(first_line, "job_id,submission_time", 22) == 0)
+        return SIM_FORMAT_ITP;
+    if (strncmp(first_line, "name,cpu_milli", 14) == 0)
+        return SIM_FORMAT_ALIBABA2023;
+    return SIM_FORMAT_CSV;
+}
+
+static int trace_job_cmp(const void *a, const void *b)
+{
+    const struct sim_job *x = a, *y = b;
+    if (x->submit_ms != y->submit_ms)
+        return x->submit_ms < y->submit_ms ? -1 : 1;
+    return (x->line > y->line) - (x->line < y->line);
+}
+
+int sim_trace_read(const char *path, enum sim_format format, bool skip_bad_rows,
+                   struct sim_types *types, struct sim_trace *out, char **err)
+{
+    struct sim_trace trace = {0};
+    struct trace_lines lines;
+    char *buf = NULL, *line, *field[TRACE_MAX_FIELDS], why[TRACE_WHY];
+    size_t len, cap = 0;
+    bool first = true;
+    memset(out, 0, sizeof *out);
+    *err = NULL;
+    if (format < SIM_FORMAT_AUTO || format > SIM_FORMAT_CSV)
+        fatalx("sim_trace_read: format %d", (int)format);
+    if (trace_load(path, &buf, &len, err) < 0)
+        return -1;
+    trace_lines_init(&lines, buf, len);
+    if (format == SIM_FORMAT_AUTO)
+        format = trace_guess(lines.p);
+    const struct trace_format *fmt = &trace_formats[format];
+    trace.format = format;
+
+    while ((line = trace_lines_next(&lines, &len)) != NULL) {
+        if (len == 0 || (fmt->comments && line[0] == '#'))
+            continue;
+        bool may_be_header = first;
+        first = false;
+        struct sim_job job = {.gpu_milli = 1000, .line = lines.line};
+        int n = 0, rc = trace_line_sane(line, len, why);
+        if (rc == 0) {
+            n = trace_split(line, field, TRACE_MAX_FIELDS);
+            if (may_be_header && strcmp(field[0], fmt->id_column) == 0) {
+                if (trace_header(fmt, field, n, why) < 0) {
+                    *err = xasprintf("%s:%u: %s", path, lines.line, why);
+                    goto fail;
+                }
+                continue;
+            }
+            rc = trace_field_count(fmt->columns, fmt->min_fields, fmt->max_fields, n, why);
+        }
+        if (rc == 0 && field[0][0] == '\0') {
+            snprintf(why, TRACE_WHY, "%s is empty", fmt->id_column);
+            rc = -1;
+        }
+        if (rc == 0)
+            rc = fmt->row(field, n, types, &job, why);
+        if (rc == 1) {
+            trace.skipped_pending++;
+            continue;
+        }
+        if (rc < 0) {
+            char *msg = xasprintf("%s:%u: %s", path, lines.line, why);
+            if (!skip_bad_rows) {
+                *err = msg;
+                goto fail;
+            }
+            trace.skipped_bad++;
+            if (trace.first_bad == NULL)
+                trace.first_bad = msg;
+            else
+                free(msg);
+            continue;
+        }
+        job.id = xstrdup(field[0]);
+        xgrow((void **)&trace.jobs, &cap, trace.n + 1, sizeof *trace.jobs);
+        trace.jobs[trace.n++] = job;
+    }
+    if (trace.n == 0) {
+        if (trace.first_bad != NULL)
+            *err = xasprintf("%s: no jobs (%zu bad rows skipped, the first: %s)", path,
+                             trace.skipped_bad, trace.first_bad);
+        else if (trace.skipped_pending > 0)
+            *err = xasprintf("%s: no jobs (%zu Pending rows skipped)", path,
+                             trace.skipped_pending);
+        else
+            *err = xasprintf("%s: no jobs", path);
+        goto fail;
+    }
+    qsort(trace.jobs, trace.n, sizeof *trace.jobs, trace_job_cmp);
+    free(buf);
+    *out = trace;
+    return 0;
+fail:
+    free(buf);
+    sim_trace_free(&trace);
+    return -1;
+}
+
+void sim_trace_free(struct sim_trace *trace)
+{
+    if (trace == NULL)
+        return;
+    for (size_t i = 0; i < trace->n; i++)
+        free(trace->jobs[i].id);
+    free(trace->jobs);
+    free(trace->first_bad);
+    memset(trace, 0, sizeof *trace);
+}
+
+#define NODE_COLUMNS "sn,cpu_milli,memory_mib,gpu,model"
+
+static int nodes_row(char **field, int n, struct sim_types *types, struct sim_node *node,
+                     char *why)
+{
+    long long cpu, mib, gpus;
+    if (trace_field_count(NODE_COLUMNS, 5, 5, n, why) < 0)
+        return -1;
+    if (field[0][0] == '\0') {
+        snprintf(why, TRACE_WHY, "sn is empty");
+        return -1;
+    }
+    if (trace_whole("cpu_milli", field[1], 0, INT_MAX, &cpu, why) < 0 ||
+        trace_whole("memory_mib", field[2], 0, TRACE_MAX_MIB, &mib, why) < 0 ||
+        trace_whole("gpu", field[3], 0, NODE_MAX_GPUS, &gpus, why) < 0)
+        return -1;
+    node->type = sim_types_intern(types, field[4]);
+    if (node->type < 0) {
+        snprintf(why, TRACE_WHY, "model \"%.40s\": more than %d GPU types", field[4],
+                 SIM_MAX_TYPES);
+        return -1;
+    }
+    node->ngpus = (int)gpus;
+    node->cpu_milli = (int)cpu;
+    node->mem_bytes = (uint64_t)mib << 20;
+    return 0;
+}
+
+int sim_nodes_read(const char *path, struct sim_types *types, struct sim_nodes *out, char **err)
+{
+    struct sim_nodes nodes = {0};
+    struct trace_lines lines;
+    char *buf = NULL, *line, *field[TRACE_MAX_FIELDS], why[TRACE_WHY];
+    size_t len, cap = 0;
+    bool first = true;
+    memset(out, 0, sizeof *out);
+    *err = NULL;
+    if (trace_load(path, &buf, &len, err) < 0)
+        return -1;
+    trace_lines_init(&lines, buf, len);
+    while ((line = trace_lines_next(&lines, &len)) != NULL) {
+        struct sim_node node = {0};
+        if (len == 0)
+            continue;
+        if (trace_line_sane(line, len, why) < 0)
+            goto bad;
+        int n = trace_split(line, field, TRACE_MAX_FIELDS);
+        if (first && strcmp(field[0], "sn") == 0) {
+            first = false;
+            if (trace_field_count(NODE_COLUMNS, 5, 5, n, why) < 0)
+                goto bad;
+            continue;
+        }
+        first = false;
+        if (nodes_row(field, n, types, &node, why) < 0)
+            goto bad;
+        if (nodes.n == INT_MAX) {
+            snprintf(why, TRACE_WHY, "too many nodes");
+            goto bad;
+        }
+        node.name = xstrdup(field[0]);
+        xgrow((void **)&nodes.v, &cap, (size_t)nodes.n + 1, sizeof *nodes.v);
+        nodes.v[nodes.n++] = node;
+    }
+    if (nodes.n == 0) {
+        *err = xasprintf("%s: no nodes", path);
+        goto fail;
+    }
+    free(buf);
+    *out = nodes;
+    return 0;
+bad:
+    *err = xasprintf("%s:%u: %s", path, lines.line, why);
+fail:
+    free(buf);
+    sim_nodes_free(&nodes);
+    return -1;
+}
+
+void sim_nodes_free(struct sim_nodes *nodes)
+{
+    if (nodes == NULL)
+        return;
+    for (int i = 0; i < nodes->n; i++)
+        free(nodes->v[i].name);
+    free(nodes->v);
+    memset(nodes, 0, sizeof *nodes);
+}
+
+/* A decimal count at *p within [1, max], advancing *p past it. */
+static int cluster_count(const char **p, long max, int *out)
+{
+    char *end;
+    if (!isdigit((unsigned char)**p))
+        return -1;
+    errno = 0;
+    long v = strtol(*p, &end, 10);
+    if (errno != 0 || v < 1 || v > max)
+        return -2;
+    *out = (int)v;
+    *p = end;
+    return 0;
+}
+
+int sim_cluster_parse(const char *s, int *nodes, int *gpus, uint64_t *gpu_mem, const char **err)
+{
+    static const char usage[] = "expected NODESxGPUS[:MEM], e.g. 12x8 or 12x8:80G";
+    const char *p = s;
+    int n, g, rc;
+    uint64_t mem = 0;
+    if (s == NULL)
+        goto bad;
+    if ((rc = cluster_count(&p, 100000, &n)) < 0) {
+        *err = rc == -2 ? "the number of nodes must be 1 to 100000" : usage;
+        return -1;
+    }
+    if (*p != 'x')
+        goto bad;
+    p++;
+    if ((rc = cluster_count(&p, 64, &g)) < 0) {
+        *err = rc == -2 ? "the GPUs per node must be 1 to 64" : usage;
+        return -1;
+    }
+    if (*p == ':') {
+        const char *size_err;
+        if (parse_size(p + 1, &mem, &size_err) < 0 || mem == 0) {
+            *err = "the memory per GPU must be a size above 0, such as 80G";
+            return -1;
+        }
+    } else if (*p != '\0') {
+        goto bad;
+    }
+    *nodes = n;
+    *gpus = g;
+    *gpu_mem = mem;
+    return 0;
+bad:
+    *err = usage;
+    return -1;
+}
