@@ -117,7 +117,8 @@ static void simulate_print(const char *trace_path, const char *format, const cha
     printf("wait         avg %s  p99 %s  max %s\n", DUR(r->wait_avg, a), DUR(r->wait_p99, b),
            DUR(r->wait_max, c));
     printf("utilisation  %.1f%% of GPU-time\n", 100 * r->utilisation);
-    printf("running      %.1f jobs at once on average\n", r->avg_running);
+    printf("running      %.1f jobs at once on average; %.1f while jobs waited (%s of it)\n",
+           r->avg_running, r->avg_running_contended, DUR(r->contended, a));
     printf("scheduler    %llu passes, %.2f s in core/ (%.1f us a pass)\n",
            (unsigned long long)r->passes, r->sched_seconds,
            r->passes > 0 ? 1e6 * r->sched_seconds / (double)r->passes : 0);
@@ -131,14 +132,15 @@ static void simulate_print_json(const char *trace_path, const char *format, cons
     json_t *out = json_pack(
         "{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:I, s:I, s:I},"
         " s:f, s:{s:f, s:f, s:f, s:f}, s:{s:f, s:f, s:f}, s:f, s:f,"
-        " s:{s:f, s:f}, s:{s:I, s:f}}",
+        " s:f, s:f, s:{s:f, s:f}, s:{s:I, s:f}}",
         "trace", trace_path, "format", format, "policy", policy, "limits", limits, "nodes",
         m->nnodes, "gpus", r->ngpus, "jobs", (json_int_t)r->jobs, "skipped", "never_ran",
         (json_int_t)trace->skipped_pending, "unreadable", (json_int_t)trace->skipped_bad,
         "unfit", (json_int_t)r->skipped_unfit, "makespan_s", r->makespan, "jct_s", "avg",
         r->jct_avg, "p50", r->jct_p50, "p95", r->jct_p95, "p99", r->jct_p99, "wait_s", "avg",
         r->wait_avg, "p99", r->wait_p99, "max", r->wait_max, "utilisation", r->utilisation,
-        "avg_running", r->avg_running, "bounds", "makespan_s", r->bound_makespan, "jct_s",
+        "avg_running", r->avg_running, "contended_s", r->contended, "avg_running_contended",
+        r->avg_running_contended, "bounds", "makespan_s", r->bound_makespan, "jct_s",
         r->bound_jct, "scheduler", "passes", (json_int_t)r->passes, "seconds", r->sched_seconds);
     if (out == NULL)
         fatalx("simulate: json_pack failed");

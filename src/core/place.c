@@ -173,10 +173,13 @@ static bool place_node_gpus(const struct core_place_node *node, int index,
         return false;
     if (best_fit && req->gpu_mem > 0)
         place_sort_by_free(node, cand, n);
-    *free_sum = 0;
+    /* The tightness of the fit: free memory left on the chosen GPUs for a shared request, and
+     * for an exclusive one the node's idle GPUs (the fewer, the less a whole node is broken). */
+    *free_sum = req->gpu_mem > 0 ? 0 : (uint64_t)(node->ngpus - node->gpus_busy);
     for (int i = 0; i < req->gpus; i++) {
         out->gpu[i] = cand[i];
-        *free_sum += place_gpu_free(&node->gpu[cand[i]]);
+        if (req->gpu_mem > 0)
+            *free_sum += place_gpu_free(&node->gpu[cand[i]]);
     }
     qsort(out->gpu, (size_t)req->gpus, sizeof out->gpu[0], place_cmp_int);
     out->ngpus = req->gpus;
@@ -274,8 +277,9 @@ bool core_place_fit_node(const struct core_place *place, int index,
     return req->gpus == 0 || place_node_gpus(node, index, req, best_fit, NULL, out, &free_sum);
 }
 
-/* Nodes are tried in order (first fit), except that a shared request under best fit goes to
- * the node where its GPUs fit tightest. */
+/* Nodes are tried in order (first fit), except that under best fit a GPU request goes to the
+ * node where it fits tightest: a shared one where its GPUs have the least memory left, an
+ * exclusive one where the fewest GPUs are idle, so that whole nodes stay free for big tasks. */
 bool core_place_fit(const struct core_place *place, const struct core_request *req, bool best_fit,
                     const struct core_place_reserve *rsv, struct core_placement *out)
 {
@@ -283,7 +287,7 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
         return false;
     if (core_place_spans(place, req))
         return place_fit_span(place, req, rsv, out);
-    bool tightest = best_fit && req->gpus > 0 && req->gpu_mem > 0;
+    bool tightest = best_fit && req->gpus > 0 && (req->gpu_mem > 0 || place->nnodes > 1);
     bool found = false;
     uint64_t best = 0;
     struct core_placement pl;

@@ -4,7 +4,11 @@
  *
  * EASY backfill: the first task that does not fit is the head. It gets a reservation: running
  * attempts are released, in a scratch copy of the nodes, in the order they are expected to end
- * (start + time limit; no limit = never) until the head fits. That end is the shadow time, and
+ * (start + time limit; no limit = never, and among those the most recently started first: job
+ * durations are heavy-tailed, so the longer a job has run the longer it is likely to go on, and
+ * reserving what the youngest jobs hold is what lets the head start soonest; docs/SIMULATE.md
+ * has the measurements) until the head fits. A head that spans nodes needs them whole: it is
+ * reserved whole nodes. That end is the shadow time, and
  * the place the head then fits is its reservation (a node, GPUs, and the CPUs/memory the node
  * has to spare beside it then). A later task may start now if it fits now and either
  *   (a) its time limit ends it by the shadow time, or
@@ -101,6 +105,8 @@ static int sched_cmp_end(const void *a, const void *b)
     core_time ex = sched_run_end(x), ey = sched_run_end(y);
     if (ex != ey)
         return ex < ey ? -1 : 1;
+    if (ex == CORE_TIME_NEVER && x->started != y->started)
+        return x->started > y->started ? -1 : 1;
     return (x->task->id > y->task->id) - (x->task->id < y->task->id);
 }
 

@@ -128,6 +128,10 @@ struct sim_state {
     struct sim_heap running;
     double core_cpu;         /* seconds inside core/ */
     uint64_t passes;
+    /* Since the previous step: how long jobs waited, and how many ran meanwhile (x time). */
+    int64_t last_step;
+    bool waiting;
+    double contended, running_contended;
 };
 
 static double sim_cpu_seconds(void)
@@ -196,6 +200,11 @@ static void sim_record_start(struct sim_state *st, const struct core_action *act
 static void sim_step(struct sim_state *st, int64_t now, size_t *next)
 {
     const struct sim_trace *trace = st->config->trace;
+    if (st->waiting) {
+        double dt = (double)(now - st->last_step) / 1000;
+        st->contended += dt;
+        st->running_contended += dt * (double)st->running.n;
+    }
     double t0 = sim_cpu_seconds();
     core_actions_clear(&st->acts);
     while (st->running.n > 0 && st->rec[st->running.v[0]].end <= now) {
@@ -213,6 +222,10 @@ static void sim_step(struct sim_state *st, int64_t now, size_t *next)
     for (size_t k = 0; k < st->acts.n; k++)
         if (st->acts.v[k].type == CORE_ACT_START)
             sim_record_start(st, &st->acts.v[k], now);
+    size_t counts[TASK_NSTATES];
+    core_count_states(st->core, counts);
+    st->waiting = counts[TASK_QUEUED] > 0;
+    st->last_step = now;
 }
 
 /* Marks the jobs no node could ever run. Returns how many can run. */
@@ -420,6 +433,8 @@ int sim_run(const struct sim_config *config, struct sim_result *result, char **e
     }
     sim_statistics(&st, result);
     result->passes = st.passes;
+    result->contended = st.contended;
+    result->avg_running_contended = st.contended > 0 ? st.running_contended / st.contended : 0;
     result->sched_seconds = st.core_cpu;
     rc = config->schedule_out != NULL ? sim_write_schedule(&st, err) : 0;
 out:

@@ -52,6 +52,8 @@ struct sim_result {
     double wait_avg, wait_p99, wait_max;
     double utilisation;            /* busy GPU-time / (GPUs x makespan) */
     double avg_running;            /* jobs running at once, averaged over the makespan */
+    double contended;              /* seconds during which some job was waiting */
+    double avg_running_contended;  /* jobs running at once, averaged over those seconds */
     double bound_makespan;         /* total GPU-time / GPUs */
     double bound_jct;              /* the mean duration */
     uint64_t passes;               /* core_schedule() calls */

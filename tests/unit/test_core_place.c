@@ -437,6 +437,51 @@ static void test_span_backfill_elsewhere(void **state)
     free(nodes);
 }
 
+/* Without time limits the head is reserved what the most recently started attempts hold: the
+ * longer a job has run, the longer it is likely to go on (heavy-tailed durations). */
+static void test_reserve_youngest_first(void **state)
+{
+    struct core_node nodes[2] = { node_of(2, 80 * GB, 0, 0), node_of(2, 80 * GB, 0, 0) };
+    struct core_policy policy = core_policy_default();
+    struct core *core = core_new(&policy);
+    core_set_nodes(core, nodes, 2);
+    struct core_actions out = {0};
+    struct core_task_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.id = 1; /* both GPUs of node 0, from t = 0 */
+    spec.req = exclusive(2);
+    assert_int_equal(core_submit(core, &spec, 0, &out), 0);
+    core_schedule(core, 0, &out);
+    spec.id = 2; /* one GPU of node 1, from t = 100 s */
+    spec.req = exclusive(1);
+    assert_int_equal(core_submit(core, &spec, 100000, &out), 0);
+    core_schedule(core, 100000, &out);
+    spec.id = 3; /* the head: two GPUs, blocked; reserved node 1 (task 2 is the younger) */
+    spec.req = exclusive(2);
+    assert_int_equal(core_submit(core, &spec, 200000, &out), 0);
+    spec.id = 4; /* one GPU, no limit: node 1's free GPU is the head's */
+    spec.req = exclusive(1);
+    assert_int_equal(core_submit(core, &spec, 200000, &out), 0);
+    core_actions_clear(&out);
+    core_schedule(core, 200000, &out);
+    for (size_t i = 0; i < out.n; i++)
+        assert_int_not_equal(out.v[i].type, CORE_ACT_START);
+    /* Task 2 ends: the head starts on node 1 at once. */
+    assert_int_equal(core_attempt_exited(core, 2, CORE_OUTCOME_SUCCESS, 300000, &out), 0);
+    core_actions_clear(&out);
+    core_schedule(core, 300000, &out);
+    int starts = 0;
+    for (size_t i = 0; i < out.n; i++)
+        if (out.v[i].type == CORE_ACT_START) {
+            assert_int_equal(out.v[i].task, 3);
+            assert_int_equal(out.v[i].placement.node, 1);
+            starts++;
+        }
+    assert_int_equal(starts, 1);
+    core_actions_free(&out);
+    core_free(core);
+}
+
 static void test_gpu_types(void **state)
 {
     struct core_node nodes[2] = { node_of(4, 16 * GB, 0, 0), node_of(4, 32 * GB, 0, 0) };
@@ -501,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_span_whole_nodes),
         cmocka_unit_test(test_span_release_and_reserve),
         cmocka_unit_test(test_span_backfill_elsewhere),
+        cmocka_unit_test(test_reserve_youngest_first),
         cmocka_unit_test(test_gpu_types),
         cmocka_unit_test(test_gpu_usage_out_of_range),
     };

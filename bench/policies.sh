@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# bench/policies.sh: every policy of `drover simulate` on the ten ITP clusters (each sized to
+# about 90% of its offered load, whole 8-GPU nodes) and on the Alibaba traces with their node
+# list; a Markdown table of average JCT, p99 wait, max wait and utilisation, with each policy's
+# ratio to fifo. Usage: bench/policies.sh [BUILD_DIR] [TRACES_DIR]
+#   LIMITS=none|exact|x2 (default none)    POLICIES="fifo backfill drover"
+set -euo pipefail
+BUILD=${1:-build}
+TRACES=${2:-$(cd "$(dirname "$0")/../.." && pwd)/shared/traces}
+DROVER=$(readlink -f "$BUILD/drover")
+LIMITS=${LIMITS:-none}
+POLICIES=${POLICIES:-fifo backfill drover}
+[ -d "$TRACES/itp-2021" ] || { echo "no traces at $TRACES" >&2; exit 1; }
+
+# Offered load (average busy GPUs) per ITP cluster, from the traces README.
+declare -A LOAD=([01]=27.7 [02]=86.0 [03]=139.5 [04]=490.8 [05]=10.0 [06]=86.3 [07]=255.1
+                 [08]=65.8 [09]=30.9 [10]=5.0)
+
+# One simulate --json run, reduced to "jct wait_p99 wait_max util running running_contended".
+measure() {
+    "$DROVER" simulate "$@" --json 2>/dev/null | python3 -c 'import json,sys
+d = json.load(sys.stdin)
+print(d["jct_s"]["avg"], d["wait_s"]["p99"], d["wait_s"]["max"], d["utilisation"],
+      d["avg_running"], d["avg_running_contended"])'
+}
+
+run() { # run KEY LABEL ARGS...: one row per policy
+    local key=$1 name=$2; shift 2
+    local fifo_jct="" fifo_wait=""
+    for p in $POLICIES; do
+        local jct wait99 waitmax util running contended
+        read -r jct wait99 waitmax util running contended < <(measure "$@" --policy "$p" --limits "$LIMITS")
+        if [ "$p" = fifo ]; then fifo_jct=$jct; fifo_wait=$waitmax; fi
+        awk -v n="$name" -v p="$p" -v jct="$jct" -v w="$wait99" -v wm="$waitmax" -v u="$util" \
+            -v fj="$fifo_jct" -v fw="$fifo_wait" 'BEGIN {
+            rj = fj > 0 ? sprintf("%.2f", jct / fj) : "-"
+            rw = fw > 0 ? sprintf("%.2f", wm / fw) : "-"
+            printf "| %s | %s | %.2f | %s | %.2f | %.2f | %s | %.1f%% |\n",
+                   n, p, jct / 3600, rj, w / 3600, wm / 3600, rw, 100 * u }'
+        echo "$key $p $jct $waitmax" >> "$SUMMARY"
+    done
+}
+
+SUMMARY=$(mktemp)
+trap 'rm -f "$SUMMARY"' EXIT
+echo "limits: $LIMITS"
+echo
+echo "| trace | policy | avg JCT h | JCT / fifo | p99 wait h | max wait h | max wait / fifo | GPU util |"
+echo "|---|---|---|---|---|---|---|---|"
+for c in 01 02 03 04 05 06 07 08 09 10; do
+    nodes=$(awk -v l="${LOAD[$c]}" 'BEGIN { n = l / 0.9 / 8; printf "%d", (n == int(n)) ? n : int(n) + 1 }')
+    run itp "itp cluster$c (${nodes}x8)" --trace "$TRACES/itp-2021/cluster$c.csv" --cluster "${nodes}x8"
+done
+A=$TRACES/alibaba-gpu-2023
+for t in default gpushare100; do
+    run alibaba "alibaba $t (full node list)" --trace "$A/openb_pod_list_$t.csv" --nodes "$A/openb_node_list_gpu_node.csv"
+done
+echo
+# Sums over the ten ITP clusters: the target is drover's summed average JCT <= 0.7x fifo's.
+awk '$1 == "itp" { jct[$2] += $3 } END {
+    for (p in jct) printf "- sum of average JCT over the ten ITP clusters, %s: %.1f h (%.2f x fifo)\n",
+        p, jct[p] / 3600, jct[p] / jct["fifo"] }' "$SUMMARY" | sort
+
+# Packing by fraction against whole GPUs, on gpushare100 with the node list cut down to its first
+# two 8-GPU nodes (16 GPUs; the trace peaks at 25.6 GPUs' worth of fractions), drover's policy.
+CUT=$(mktemp)
+trap 'rm -f "$SUMMARY" "$CUT"' EXIT
+{ head -1 "$A/openb_node_list_gpu_node.csv"; awk -F, 'NR > 1 && $4 == 8 && n++ < 2' "$A/openb_node_list_gpu_node.csv"; } > "$CUT"
+echo
+echo "| gpushare100 on two 8-GPU nodes | avg JCT h | avg wait h | jobs running at once while jobs wait | over the makespan |"
+echo "|---|---|---|---|---|"
+for mode in packed whole; do
+    flag=; [ $mode = whole ] && flag=--whole-gpus
+    read -r jct _ _ _ running contended < <(measure --trace "$A/openb_pod_list_gpushare100.csv" --nodes "$CUT" $flag)
+    echo "$mode $contended" >> "$SUMMARY"
+    awk -v m="$mode" -v j="$jct" -v r="$running" -v c="$contended" 'BEGIN {
+        printf "| %s | %.2f | - | %.1f | %.1f |\n", m == "packed" ? "fractions packed (drover)" : "whole GPUs", j / 3600, c, r }'
+done
+awk '$1 == "packed" { p = $2 } $1 == "whole" { w = $2 } END {
+    printf "\n- packing runs %.2f x as many jobs at once while jobs wait\n", p / w }' "$SUMMARY"
