@@ -165,7 +165,7 @@ static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
         policy_name = "drover";
     if (limits_text == NULL)
         limits_text = "none";
-    if (sim_policy_parse(policy_name, &config.policy, &why) == -1)
+    if (sim_policy_apply(policy_name, &config, &why) == -1)
         return cmd_usage_error(cmd, "--policy \"%s\": %s", policy_name, why);
     if (sim_limits_parse(limits_text, &config.limits, &config.limit_factor, &why) == -1)
         return cmd_usage_error(cmd, "--limits \"%s\": %s", limits_text, why);
@@ -206,7 +206,7 @@ static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
     config.nnodes = machine.nnodes;
     config.node_names = (const char *const *)machine.names;
     config.gpu_mem = machine.gpu_mem;
-    config.whole_gpus = cmd_opt(cmd, args, "whole-gpus") != NULL;
+    config.whole_gpus |= cmd_opt(cmd, args, "whole-gpus") != NULL;
     config.use_types = machine.from_list;
     config.use_host = machine.from_list;
     config.schedule_out = out;

@@ -10,22 +10,18 @@
 
 #include "util/xalloc.h"
 
-const char *const sim_policy_names[] = {"fifo", "backfill", "drover", NULL};
-
-int sim_policy_parse(const char *name, struct core_policy *out, const char **err)
+int sim_policy_apply(const char *name, struct sim_config *config, const char **err)
 {
     struct core_policy policy = core_policy_default();
     if (strcmp(name, "fifo") == 0) {
-        /* A shell loop or task-spooler: arrival order, and the first job that does not fit
-         * holds back everything behind it. */
         policy.aging_ms = 0;
         policy.strict_order = true;
         policy.backfill = false;
         policy.best_fit = false;
         policy.max_scan = 0;
+        config->whole_gpus = true;
+        config->arrival_order = true;
     } else if (strcmp(name, "backfill") == 0) {
-        /* Classic EASY backfilling (Slurm's sched/backfill without priorities): first fit, no
-         * aging, a reservation for the first blocked job. */
         policy.aging_ms = 0;
         policy.strict_order = false;
         policy.backfill = true;
@@ -34,7 +30,7 @@ int sim_policy_parse(const char *name, struct core_policy *out, const char **err
         *err = "unknown policy (expected fifo, backfill or drover)";
         return -1;
     }
-    *out = policy;
+    config->policy = policy;
     return 0;
 }
 
@@ -170,7 +166,7 @@ static void sim_submit(struct sim_state *st, size_t i)
     struct core_task_spec spec;
     memset(&spec, 0, sizeof spec);
     spec.id = (int64_t)i + 1;
-    spec.priority = job->priority;
+    spec.priority = st->config->arrival_order ? 0 : job->priority;
     spec.submit_time = job->submit_ms;
     spec.req = sim_request(st->config, job);
     if (core_submit(st->core, &spec, job->submit_ms, &st->acts) != 0)

@@ -15,9 +15,15 @@
 #include "core/core.h"
 #include "sim/trace.h"
 
-/* The named policies: "fifo", "backfill", "drover". Returns 0, or -1 with a static reason. */
-int sim_policy_parse(const char *name, struct core_policy *out, const char **err);
-extern const char *const sim_policy_names[];
+struct sim_config;
+/* The named policies, as configurations of core/:
+ *   fifo      strict arrival order (priorities ignored), whole GPUs, head-of-line blocking: a
+ *             shell loop, or task-spooler
+ *   backfill  EASY backfilling: first fit, no aging, a reservation for the first blocked job
+ *   drover    the daemon's default (core_policy_default()): priorities with aging, backfill,
+ *             best fit
+ * Sets config->policy, whole_gpus and arrival_order. Returns 0, or -1 with a static reason. */
+int sim_policy_apply(const char *name, struct sim_config *config, const char **err);
 
 enum sim_limits {
     SIM_LIMITS_NONE,   /* jobs have no time limit: the policy never knows a duration */
@@ -37,6 +43,7 @@ struct sim_config {
     double limit_factor;
     uint64_t gpu_mem;              /* every GPU's memory: a fraction f of a GPU claims f x this */
     bool whole_gpus;               /* a fractional job takes whole GPUs (no sharing) */
+    bool arrival_order;            /* ignore jobs' priorities */
     bool use_types;                /* honour jobs' GPU types (nodes from a list) */
     bool use_host;                 /* account jobs' CPUs and memory (nodes from a list) */
     FILE *schedule_out;            /* one CSV row per job, or NULL */
