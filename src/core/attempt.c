@@ -38,10 +38,22 @@ void core_attempt_track(struct core *core, struct core_task *t, const struct cor
     run->claimed = core_place_valid(&core->place, pl);
     if (run->claimed)
         core_place_claim(&core->place, pl, &t->req);
-    run->next = core->running;
-    if (core->running != NULL)
-        core->running->prev = run;
-    core->running = run;
+    /* core->running is kept youngest first, and by task id among attempts started at the same
+     * time (sched.c reserves what the youngest hold): a start goes at or near the head; a
+     * restored attempt may have to walk to its place. */
+    struct core_run *after = NULL;
+    for (struct core_run *r = core->running;
+         r != NULL && (r->started > started || (r->started == started && r->task->id < t->id));
+         r = r->next)
+        after = r;
+    run->prev = after;
+    run->next = after != NULL ? after->next : core->running;
+    if (run->next != NULL)
+        run->next->prev = run;
+    if (after != NULL)
+        after->next = run;
+    else
+        core->running = run;
     core->nrunning++;
     t->run = run;
     attempt_array_count(core, t->array_id, 1);

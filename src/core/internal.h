@@ -78,7 +78,8 @@ struct core {
     struct core_map arrays;       /* array id -> struct core_array * */
     struct core_queue queue;
     struct core_retry retry;
-    struct core_run *running;     /* every attempt running, cancelled ones included */
+    struct core_run *running;     /* every attempt running, cancelled ones included; the most
+                                   * recently started first */
     size_t nrunning;
     size_t counts[TASK_NSTATES];
     core_time now;                /* the latest time seen: a clock stepping back is ignored */

@@ -56,6 +56,23 @@ static bool place_whole_reserved(const struct core_place_reserve *rsv, int index
     return rsv != NULL && rsv->whole != NULL && rsv->whole[index] == rsv->whole_mark;
 }
 
+/* One more (delta 1) or one fewer (-1) of node's GPUs has a task. */
+static void place_busy(struct core_place *place, struct core_place_node *node, int delta)
+{
+    place->idle[node->ngpus - node->gpus_busy]--;
+    node->gpus_busy += delta;
+    place->idle[node->ngpus - node->gpus_busy]++;
+}
+
+/* Whether some node has at least k GPUs without a task. */
+static bool place_some_idle(const struct core_place *place, int k)
+{
+    for (int i = place->max_gpus; i >= k; i--)
+        if (place->idle[i] > 0)
+            return true;
+    return false;
+}
+
 void core_place_init(struct core_place *place, const struct core_node *nodes, int nnodes)
 {
     core_place_free(place);
@@ -77,6 +94,7 @@ void core_place_init(struct core_place *place, const struct core_node *nodes, in
         }
         if (node->ngpus > place->max_gpus)
             place->max_gpus = node->ngpus;
+        place->idle[node->ngpus]++;
         place->open_gpus += node->ngpus;
         place->open_cpu_nodes++;
     }
@@ -100,6 +118,7 @@ void core_place_copy(struct core_place *dst, const struct core_place *src)
     dst->open_gpus = src->open_gpus;
     dst->open_cpu_nodes = src->open_cpu_nodes;
     dst->max_gpus = src->max_gpus;
+    memcpy(dst->idle, src->idle, sizeof dst->idle);
 }
 
 int core_place_cpus(const struct core_request *req)
@@ -287,16 +306,20 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
         return false;
     if (core_place_spans(place, req))
         return place_fit_span(place, req, rsv, out);
+    if (req->gpus > 0 && req->gpu_mem == 0 && !place_some_idle(place, req->gpus))
+        return false;
     bool tightest = best_fit && req->gpus > 0 && (req->gpu_mem > 0 || place->nnodes > 1);
+    /* The tightest a fit can be: then no other node can do better. */
+    uint64_t perfect = req->gpu_mem > 0 ? req->gpu_mem * (uint64_t)req->gpus : (uint64_t)req->gpus;
     bool found = false;
     uint64_t best = 0;
     struct core_placement pl;
+    memset(&pl, 0, sizeof pl); /* large: cleared once, and each node sets what it uses */
     for (int i = 0; i < place->nnodes; i++) {
         const struct core_place_node *node = &place->nodes[i];
         uint64_t free_sum = 0;
         if (place_whole_reserved(rsv, i))
             continue;
-        memset(&pl, 0, sizeof pl);
         pl.node = i;
         if (!place_node_has(node, i, req, rsv))
             continue;
@@ -307,7 +330,7 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
             best = free_sum;
             found = true;
         }
-        if (!tightest)
+        if (!tightest || best <= perfect)
             break;
     }
     return found;
@@ -348,7 +371,7 @@ void core_place_claim(struct core_place *place, const struct core_placement *pl,
         for (int i = 0; i < place_ngpus_on(node, pl); i++) {
             struct core_place_gpu *gpu = &node->gpu[place_gpus_on(pl, i)];
             if (gpu->tasks++ == 0)
-                node->gpus_busy++;
+                place_busy(place, node, 1);
             if (pl->gpu_mem == 0 || pl->nnodes > 1) {
                 gpu->exclusive = true;
                 gpu->mem_claimed += gpu->mem_total;
@@ -378,7 +401,7 @@ void core_place_release(struct core_place *place, const struct core_placement *p
         for (int i = 0; i < place_ngpus_on(node, pl); i++) {
             struct core_place_gpu *gpu = &node->gpu[place_gpus_on(pl, i)];
             if (--gpu->tasks == 0)
-                node->gpus_busy--;
+                place_busy(place, node, -1);
             if (pl->gpu_mem == 0 || pl->nnodes > 1) {
                 /* Only a restore can put two claims on an exclusive GPU; stay exclusive until
                  * the last one leaves (the safe side). */

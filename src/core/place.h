@@ -35,6 +35,9 @@ struct core_place {
     int open_gpus;
     int open_cpu_nodes;
     int max_gpus;             /* the largest node's GPUs: a request for more spans nodes */
+    /* idle[k]: nodes with exactly k GPUs without a task, so that "no node has k idle GPUs" (an
+     * exclusive request that cannot fit) is answered without visiting every node. */
+    int idle[CORE_MAX_NODE_GPUS + 1];
 };
 
 /* Backfill's constraint for a task that may still run when the blocked head is due to start:

@@ -105,8 +105,6 @@ static int sched_cmp_end(const void *a, const void *b)
     core_time ex = sched_run_end(x), ey = sched_run_end(y);
     if (ex != ey)
         return ex < ey ? -1 : 1;
-    if (ex == CORE_TIME_NEVER && x->started != y->started)
-        return x->started > y->started ? -1 : 1;
     return (x->task->id > y->task->id) - (x->task->id < y->task->id);
 }
 
@@ -200,11 +198,17 @@ static void sched_reserve(struct sched_pass *p, const struct core_task *head)
 {
     struct core *core = p->core;
     const struct core_request *req = &head->req;
-    struct core_run **runs = core_xmalloc(core->nrunning * sizeof *runs);
+    /* Those with a time limit by their end; then those without, youngest first, which is the
+     * order core->running keeps (no sort: most attempts have no limit in practice). */
+    struct core_run **runs = core_xmalloc((core->nrunning + 1) * sizeof *runs);
     size_t n = 0;
     for (struct core_run *run = core->running; run != NULL; run = run->next)
-        runs[n++] = run;
+        if (sched_run_end(run) != CORE_TIME_NEVER)
+            runs[n++] = run;
     qsort(runs, n, sizeof *runs, sched_cmp_end);
+    for (struct core_run *run = core->running; run != NULL; run = run->next)
+        if (sched_run_end(run) == CORE_TIME_NEVER)
+            runs[n++] = run;
     sched_new_stamp(core);
     p->reserved = false;
     p->shadow = CORE_TIME_NEVER;

@@ -91,10 +91,13 @@ static void check_place(const struct core *core)
 {
     struct core_place want = { 0 };
     core_place_copy(&want, &core->place);
+    memset(want.idle, 0, sizeof want.idle);
     for (int i = 0; i < want.nnodes; i++) {
         struct core_place_node *node = &want.nodes[i];
         node->cpus_used = 0;
         node->mem_used = 0;
+        node->gpus_busy = 0;
+        want.idle[node->ngpus]++;
         for (int g = 0; g < node->ngpus; g++) {
             node->gpu[g].mem_claimed = 0;
             node->gpu[g].tasks = 0;
@@ -118,6 +121,7 @@ static void check_place(const struct core *core)
         const struct core_place_node *a = &want.nodes[i], *b = &core->place.nodes[i];
         assert_int_equal(a->cpus_used, b->cpus_used);
         assert_int_equal(a->mem_used, b->mem_used);
+        assert_int_equal(a->gpus_busy, b->gpus_busy);
         if (a->cpus > 0)
             assert_true(a->cpus_used <= a->cpus);
         if (a->mem > 0)
@@ -133,6 +137,12 @@ static void check_place(const struct core *core)
     }
     assert_int_equal(want.open_gpus, core->place.open_gpus);
     assert_int_equal(want.open_cpu_nodes, core->place.open_cpu_nodes);
+    assert_memory_equal(want.idle, core->place.idle, sizeof want.idle);
+    /* The running list stays youngest first (sched.c relies on it). */
+    for (const struct core_run *run = core->running; run != NULL && run->next != NULL;
+         run = run->next)
+        assert_true(run->started > run->next->started ||
+                    (run->started == run->next->started && run->task->id < run->next->task->id));
     core_place_free(&want);
 }
 

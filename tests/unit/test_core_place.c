@@ -423,15 +423,16 @@ static void test_span_backfill_elsewhere(void **state)
     core_free(core);
 
     core = new_core(nodes, 4, true);
-    assert_true(submit_run(core, 1, exclusive(4), NULL)); /* node 0, the oldest: ends first */
-    assert_true(submit_run(core, 2, exclusive(4), NULL)); /* node 1 */
-    assert_true(submit_run(core, 3, exclusive(2), NULL)); /* node 2 */
-    /* 8 GPUs on 4-GPU nodes: spans two; the reservation is node 3 (free) and node 0 (the first
-     * to be released), so node 2's two free GPUs may take a backfilled task. */
-    assert_false(submit_run(core, 4, exclusive(8), NULL));
+    assert_true(submit_run(core, 1, exclusive(4), NULL)); /* node 0 */
     struct core_placement pl;
+    assert_true(submit_run(core, 2, exclusive(2), &pl)); /* node 1, two GPUs left */
+    assert_int_equal(pl.node, 1);
+    assert_true(submit_run(core, 3, exclusive(4), NULL)); /* node 2, the youngest */
+    /* 8 GPUs on 4-GPU nodes: spans two; the reservation is node 3 (free) and node 2 (what the
+     * youngest attempt holds), so node 1's two free GPUs may take a backfilled task. */
+    assert_false(submit_run(core, 4, exclusive(8), NULL));
     assert_true(submit_run(core, 5, exclusive(1), &pl));
-    assert_int_equal(pl.node, 2);
+    assert_int_equal(pl.node, 1);
     assert_false(submit_run(core, 6, exclusive(4), NULL)); /* would need node 3 */
     core_free(core);
     free(nodes);
