@@ -309,6 +309,7 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
     if (req->gpus > 0 && req->gpu_mem == 0 && !place_some_idle(place, req->gpus))
         return false;
     bool tightest = best_fit && req->gpus > 0 && (req->gpu_mem > 0 || place->nnodes > 1);
+    bool exclusive = req->gpus > 0 && req->gpu_mem == 0;
     /* The tightest a fit can be: then no other node can do better. */
     uint64_t perfect = req->gpu_mem > 0 ? req->gpu_mem * (uint64_t)req->gpus : (uint64_t)req->gpus;
     bool found = false;
@@ -318,7 +319,9 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
     for (int i = 0; i < place->nnodes; i++) {
         const struct core_place_node *node = &place->nodes[i];
         uint64_t free_sum = 0;
-        if (place_whole_reserved(rsv, i))
+        /* Cheapest first: an exclusive request needs that many GPUs without a task. */
+        if ((exclusive && node->ngpus - node->gpus_busy < req->gpus) ||
+            place_whole_reserved(rsv, i))
             continue;
         pl.node = i;
         if (!place_node_has(node, i, req, rsv))
