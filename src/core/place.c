@@ -5,6 +5,7 @@
  * fullest GPUs it still fits on, so whole GPUs stay free for exclusive and multi-GPU tasks. */
 #include "core/place.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -298,7 +299,8 @@ bool core_place_fit_node(const struct core_place *place, int index,
 
 /* Nodes are tried in order (first fit), except that under best fit a GPU request goes to the
  * node where it fits tightest: a shared one where its GPUs have the least memory left, an
- * exclusive one where the fewest GPUs are idle, so that whole nodes stay free for big tasks. */
+ * exclusive one where the fewest GPUs are idle (and of those, where the attempts are oldest), so
+ * that whole nodes stay free for big tasks. */
 bool core_place_fit(const struct core_place *place, const struct core_request *req, bool best_fit,
                     const struct core_place_reserve *rsv, struct core_placement *out)
 {
@@ -314,6 +316,7 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
     uint64_t perfect = req->gpu_mem > 0 ? req->gpu_mem * (uint64_t)req->gpus : (uint64_t)req->gpus;
     bool found = false;
     uint64_t best = 0;
+    double best_age = INFINITY;
     struct core_placement pl;
     memset(&pl, 0, sizeof pl); /* large: cleared once, and each node sets what it uses */
     for (int i = 0; i < place->nnodes; i++) {
@@ -328,12 +331,17 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
             continue;
         if (req->gpus > 0 && !place_node_gpus(node, i, req, best_fit, rsv, &pl, &free_sum))
             continue;
-        if (!found || free_sum < best) {
+        /* Among equally tight nodes, an exclusive request goes where the attempts are oldest
+         * on average: durations are heavy-tailed, so that node is likely to stay busy anyway,
+         * while one whose attempts are young will soon free whole for a big task. */
+        double age = node->runs > 0 ? node->started_sum / node->runs : INFINITY;
+        if (!found || free_sum < best || (exclusive && free_sum == best && age < best_age)) {
             *out = pl;
             best = free_sum;
+            best_age = age;
             found = true;
         }
-        if (!tightest || best <= perfect)
+        if (!tightest || (best <= perfect && !exclusive))
             break;
     }
     return found;
@@ -364,7 +372,7 @@ static void place_count_open(struct core_place *place, const struct core_placeme
 }
 
 void core_place_claim(struct core_place *place, const struct core_placement *pl,
-                      const struct core_request *req)
+                      const struct core_request *req, core_time started)
 {
     const int *nodes;
     int nnodes = place_nodes_of(pl, &nodes);
@@ -384,6 +392,8 @@ void core_place_claim(struct core_place *place, const struct core_placement *pl,
         }
         node->cpus_used += core_place_cpus(req);
         node->mem_used += req->mem;
+        node->runs++;
+        node->started_sum += (double)started;
     }
     place_count_open(place, pl, 1);
 }
@@ -394,7 +404,7 @@ static uint64_t place_sub(uint64_t a, uint64_t b)
 }
 
 void core_place_release(struct core_place *place, const struct core_placement *pl,
-                        const struct core_request *req)
+                        const struct core_request *req, core_time started)
 {
     const int *nodes;
     int nnodes = place_nodes_of(pl, &nodes);
@@ -418,6 +428,12 @@ void core_place_release(struct core_place *place, const struct core_placement *p
         if (node->cpus_used < 0)
             node->cpus_used = 0;
         node->mem_used = place_sub(node->mem_used, req->mem);
+        if (--node->runs <= 0) {
+            node->runs = 0;
+            node->started_sum = 0;
+        } else {
+            node->started_sum -= (double)started;
+        }
     }
     place_count_open(place, pl, 1);
 }

@@ -183,7 +183,7 @@ static bool sched_release_fits(struct sched_pass *p, const struct core_run *run,
         return false;
     for (int k = 0; k < nnodes; k++)
         sched_scratch_node(core, nodes[k]);
-    core_place_release(&core->scratch, &run->placement, &run->task->req);
+    core_place_release(&core->scratch, &run->placement, &run->task->req, run->started);
     for (int k = 0; k < nnodes; k++) {
         if (span)
             sched_span_consider(core, core->scratch.nodes, nodes[k], req, ncand, total);

@@ -483,6 +483,41 @@ static void test_reserve_youngest_first(void **state)
     core_free(core);
 }
 
+/* Best fit across nodes: the fewest idle GPUs first; among equally full nodes, the one whose
+ * attempts are oldest (it is likely to stay busy; a node of young attempts will free whole). */
+static void start_at(struct core *core, int64_t id, int gpus, core_time now, int want_node)
+{
+    struct core_actions out = {0};
+    struct core_task_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.id = id;
+    spec.req = exclusive(gpus);
+    assert_int_equal(core_submit(core, &spec, now, &out), 0);
+    core_actions_clear(&out);
+    core_schedule(core, now, &out);
+    assert_int_equal(out.n, 1);
+    assert_int_equal(out.v[0].type, CORE_ACT_START);
+    assert_int_equal(out.v[0].placement.node, want_node);
+    core_actions_free(&out);
+}
+
+static void test_best_fit_oldest_node(void **state)
+{
+    struct core_node nodes[2] = { node_of(4, 80 * GB, 0, 0), node_of(4, 80 * GB, 0, 0) };
+    struct core_policy policy = core_policy_default();
+    struct core *core = core_new(&policy);
+    core_set_nodes(core, nodes, 2);
+    struct core_actions out = {0};
+    start_at(core, 1, 4, 0, 0);
+    start_at(core, 2, 3, 5, 1);  /* node 1 from t = 5 */
+    assert_int_equal(core_attempt_exited(core, 1, CORE_OUTCOME_SUCCESS, 6, &out), 0);
+    start_at(core, 3, 3, 10, 0); /* node 0 from t = 10 (node 1 has one idle GPU) */
+    /* One idle GPU on each: the 1-GPU task goes beside the older attempt, on node 1. */
+    start_at(core, 4, 1, 20, 1);
+    core_actions_free(&out);
+    core_free(core);
+}
+
 static void test_gpu_types(void **state)
 {
     struct core_node nodes[2] = { node_of(4, 16 * GB, 0, 0), node_of(4, 32 * GB, 0, 0) };
@@ -548,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_span_release_and_reserve),
         cmocka_unit_test(test_span_backfill_elsewhere),
         cmocka_unit_test(test_reserve_youngest_first),
+        cmocka_unit_test(test_best_fit_oldest_node),
         cmocka_unit_test(test_gpu_types),
         cmocka_unit_test(test_gpu_usage_out_of_range),
     };
