@@ -112,6 +112,8 @@ static enum core_reason attempt_reason(enum core_outcome outcome)
         return CORE_REASON_TIMEOUT;
     case CORE_OUTCOME_EXEC_ERROR:
         return CORE_REASON_EXEC_ERROR;
+    case CORE_OUTCOME_STALLED:
+        return CORE_REASON_STALLED;
     default:
         return CORE_REASON_LOST;
     }
@@ -164,9 +166,38 @@ int core_attempt_exited(struct core *core, int64_t id, enum core_outcome outcome
         core_task_move(core, t, TASK_QUEUED);
         core_emit_state(out, t->id, TASK_QUEUED, CORE_REASON_NONE, 0, 0);
         break;
+    case CORE_OUTCOME_GPU_FAULT:
+        /* Not the task's fault: it runs again, and this attempt does not use up a retry. */
+        t->attempts_base++;
+        core_task_move(core, t, TASK_QUEUED);
+        core_emit_state(out, t->id, TASK_QUEUED, CORE_REASON_GPU_FAULT, 0, 0);
+        break;
     default:
         attempt_failed(core, t, outcome, now, out);
         break;
     }
+    return 0;
+}
+
+int core_attempt_exited_oom(struct core *core, int64_t id, uint64_t new_gpu_mem, core_time now,
+                            struct core_actions *out)
+{
+    struct core_task *t = core_task_get(core, id);
+    if (t == NULL || t->run == NULL)
+        return -1;
+    if (t->req.gpus == 0 || t->req.gpu_mem == 0 || task_state_terminal(t->state))
+        return core_attempt_exited(core, id, CORE_OUTCOME_EXIT_CODE, now, out);
+    now = core_clock(core, now);
+    /* Released under the claim it held, then claimed larger from now on. */
+    core_attempt_untrack(core, t);
+    uint64_t smallest = UINT64_MAX;
+    for (int i = 0; i < core->place.nnodes; i++)
+        for (int g = 0; g < core->place.nodes[i].ngpus; g++)
+            if (core->place.nodes[i].gpu[g].mem_total < smallest)
+                smallest = core->place.nodes[i].gpu[g].mem_total;
+    t->req.gpu_mem = new_gpu_mem >= smallest ? 0 : new_gpu_mem;
+    t->attempts_base++;
+    core_task_move(core, t, TASK_QUEUED);
+    core_emit_state(out, t->id, TASK_QUEUED, CORE_REASON_OOM, 0, 0);
     return 0;
 }

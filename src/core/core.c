@@ -355,6 +355,13 @@ void core_count_states(const struct core *core, size_t counts[TASK_NSTATES])
     memcpy(counts, core->counts, sizeof core->counts);
 }
 
+void core_set_gpu_state(struct core *core, int node, int gpu, const struct core_gpu_state *st)
+{
+    if (node < 0 || node >= core->place.nnodes || gpu < 0 || gpu >= core->place.nodes[node].ngpus)
+        return;
+    core_place_set_state(&core->place, node, gpu, st);
+}
+
 void core_gpu_usage(const struct core *core, int node, int gpu, struct core_gpu_usage *out)
 {
     memset(out, 0, sizeof *out);
@@ -365,4 +372,6 @@ void core_gpu_usage(const struct core *core, int node, int gpu, struct core_gpu_
     out->mem_claimed = g->mem_claimed;
     out->tasks = g->tasks;
     out->exclusive = g->exclusive;
+    out->state = (struct core_gpu_state){.outside = g->outside, .busy = g->busy,
+                                         .offline = g->offline};
 }

@@ -53,6 +53,10 @@ struct core_node {
     int ngpus;
     uint64_t gpu_mem[CORE_MAX_NODE_GPUS]; /* bytes per GPU */
     uint8_t gpu_type[CORE_MAX_NODE_GPUS]; /* each GPU's type, numbered by the driver (< 64) */
+    /* How close each pair of GPUs is, ngpus x ngpus row-major, smaller = closer (the daemon
+     * gives NVML's levels: 0 NVLink, 1 PCIe switch, 2 host bridge, 3 socket, 4 system); NULL =
+     * all alike. Copied by core_set_nodes(). A multi-GPU exclusive task gets the closest set. */
+    const uint8_t *gpu_link;
     int cpus;                             /* 0 = do not account CPUs */
     uint64_t mem;                         /* host memory bytes; 0 = do not account memory */
 };
@@ -136,6 +140,9 @@ enum core_reason {
     CORE_REASON_BACKOFF_DONE,     /* retrying -> queued */
     CORE_REASON_SUCCEEDED,
     CORE_REASON_RETRY,            /* `drover retry` */
+    CORE_REASON_OOM,              /* out of GPU memory: queued again with a larger claim */
+    CORE_REASON_STALLED,          /* no output and an idle GPU for --stall: killed */
+    CORE_REASON_GPU_FAULT,        /* its GPU failed: queued again */
 };
 
 struct core_action {
@@ -233,6 +240,10 @@ enum core_outcome {
     CORE_OUTCOME_EXEC_ERROR,  /* never executed: not retried */
     CORE_OUTCOME_LOST,        /* the supervisor vanished without a status: counts as a failure */
     CORE_OUTCOME_NOT_STARTED, /* the driver crashed before it spawned it: does not count */
+    CORE_OUTCOME_STALLED,     /* no output and an idle GPU for its --stall time: killed; counts
+                               * as a failure */
+    CORE_OUTCOME_GPU_FAULT,   /* its GPU failed (vanished, XID, ECC): queued again, and the
+                               * attempt does not count against its retries */
 };
 
 /* The running attempt of task id ended. Releases its resources; appends the task's next state
@@ -241,6 +252,26 @@ enum core_outcome {
  * has no running attempt. */
 int core_attempt_exited(struct core *core, int64_t id, enum core_outcome outcome, core_time now,
                         struct core_actions *out);
+
+/* The attempt of task id died of running out of GPU memory. A task that claimed part of a GPU
+ * (gpu_mem > 0) is queued again at once claiming new_gpu_mem per GPU (0, or the GPU's size or
+ * more: whole GPUs), and the attempt does not count against its retries; a task that already
+ * had whole GPUs has failed like any other attempt (retried while its budget lasts). Returns -1
+ * if the task has no running attempt. */
+int core_attempt_exited_oom(struct core *core, int64_t id, uint64_t new_gpu_mem, core_time now,
+                            struct core_actions *out);
+
+/* What the driver sees of a GPU beyond core's own claims: memory in use that no claim covers
+ * (other processes, tasks over their claim), whether it is too busy to take another task (the
+ * utilisation rule, with the driver's hysteresis), and whether it is out of service (vanished,
+ * faulted, drained). Nothing is placed on a busy or offline GPU, nor where claims plus outside
+ * use leave less than the claim. Running attempts are not touched. */
+struct core_gpu_state {
+    uint64_t outside;
+    bool busy;
+    bool offline;
+};
+void core_set_gpu_state(struct core *core, int node, int gpu, const struct core_gpu_state *st);
 
 /* Stop (true) or resume (false) starting new attempts. Running ones are not touched. */
 void core_set_drain(struct core *core, bool drain);
@@ -270,6 +301,7 @@ struct core_gpu_usage {
     uint64_t mem_claimed;  /* sum of claims; an exclusive task claims mem_total */
     int tasks;             /* running attempts on it */
     bool exclusive;
+    struct core_gpu_state state;
 };
 void core_gpu_usage(const struct core *core, int node, int gpu, struct core_gpu_usage *out);
 

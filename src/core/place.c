@@ -11,15 +11,18 @@
 
 #include "core/mem.h"
 
+/* Memory neither claimed nor used outside the claims. */
 static uint64_t place_gpu_free(const struct core_place_gpu *gpu)
 {
-    return gpu->mem_total > gpu->mem_claimed ? gpu->mem_total - gpu->mem_claimed : 0;
+    uint64_t used = gpu->mem_claimed + gpu->outside;
+    return gpu->mem_total > used ? gpu->mem_total - used : 0;
 }
 
 /* A GPU some task could still use: see struct core_place. */
 static bool place_gpu_open(const struct core_place_gpu *gpu)
 {
-    return !gpu->exclusive && (gpu->tasks == 0 || gpu->mem_claimed < gpu->mem_total);
+    return !gpu->exclusive && !gpu->offline && !gpu->busy &&
+           (gpu->tasks == 0 || place_gpu_free(gpu) > 0);
 }
 
 static bool place_node_cpu_open(const struct core_place_node *node)
@@ -32,12 +35,14 @@ static bool place_type_ok(const struct core_place_gpu *gpu, const struct core_re
     return req->gpu_types == 0 || (req->gpu_types >> gpu->type & 1) != 0;
 }
 
+/* An exclusive request takes a GPU nothing else uses: no task, and no memory used outside the
+ * claims (its claim is the whole GPU); a shared one needs its claim free. */
 static bool place_gpu_qualifies(const struct core_place_gpu *gpu, const struct core_request *req)
 {
-    if (gpu->exclusive || !place_type_ok(gpu, req))
+    if (gpu->exclusive || gpu->offline || gpu->busy || !place_type_ok(gpu, req))
         return false;
     if (req->gpu_mem == 0)
-        return gpu->tasks == 0 && gpu->mem_claimed == 0;
+        return gpu->tasks == 0 && gpu->mem_claimed == 0 && gpu->outside == 0;
     return place_gpu_free(gpu) >= req->gpu_mem;
 }
 
@@ -87,6 +92,13 @@ void core_place_init(struct core_place *place, const struct core_node *nodes, in
         if (node->ngpus > CORE_MAX_NODE_GPUS)
             node->ngpus = CORE_MAX_NODE_GPUS;
         node->cpus = nodes[i].cpus < 0 ? 0 : nodes[i].cpus;
+        if (nodes[i].gpu_link != NULL && node->ngpus > 1) {
+            if (place->link == NULL)
+                place->link = core_xcalloc((size_t)nnodes, sizeof *place->link);
+            size_t size = (size_t)node->ngpus * (size_t)node->ngpus;
+            place->link[i] = core_xmalloc(size);
+            memcpy(place->link[i], nodes[i].gpu_link, size);
+        }
         node->mem = nodes[i].mem;
         for (int g = 0; g < node->ngpus; g++) {
             node->gpu[g].mem_total = nodes[i].gpu_mem[g];
@@ -103,6 +115,10 @@ void core_place_init(struct core_place *place, const struct core_node *nodes, in
 
 void core_place_free(struct core_place *place)
 {
+    if (place->link != NULL)
+        for (int i = 0; i < place->nnodes; i++)
+            free(place->link[i]);
+    free(place->link);
     free(place->nodes);
     memset(place, 0, sizeof *place);
 }
@@ -171,9 +187,74 @@ static int place_cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static const uint8_t *place_link(const struct core_place *place, int index)
+{
+    return place->link != NULL ? place->link[index] : NULL;
+}
+
+/* How spread a set of GPUs is: its farthest pair first, then the sum over all pairs. */
+static uint64_t place_spread(const uint8_t *link, int ngpus, const int *set, int k)
+{
+    unsigned worst = 0, sum = 0;
+    for (int i = 0; i < k; i++)
+        for (int j = i + 1; j < k; j++) {
+            unsigned d = link[set[i] * ngpus + set[j]];
+            worst = d > worst ? d : worst;
+            sum += d;
+        }
+    return (uint64_t)worst << 32 | sum;
+}
+
+/* Moves to the front of cand[0..n) the k GPUs that are closest together: from each candidate,
+ * grow a set by the GPU nearest to it (farthest member, then total), and keep the tightest set
+ * (ties: the one found first, from the lowest seed). O(n^2 k), n <= 64. */
+static void place_closest(const uint8_t *link, int ngpus, int *cand, int n, int k)
+{
+    int best[CORE_MAX_NODE_GPUS], set[CORE_MAX_NODE_GPUS];
+    uint64_t best_spread = UINT64_MAX;
+    for (int seed = 0; seed < n; seed++) {
+        bool used[CORE_MAX_NODE_GPUS] = {false};
+        int m = 0;
+        set[m++] = cand[seed];
+        used[seed] = true;
+        while (m < k) {
+            int pick = -1;
+            uint64_t pick_cost = UINT64_MAX;
+            for (int c = 0; c < n; c++) {
+                if (used[c])
+                    continue;
+                set[m] = cand[c];
+                uint64_t cost = place_spread(link, ngpus, set, m + 1);
+                if (cost < pick_cost) {
+                    pick_cost = cost;
+                    pick = c;
+                }
+            }
+            used[pick] = true;
+            set[m++] = cand[pick];
+        }
+        uint64_t spread = place_spread(link, ngpus, set, k);
+        if (spread < best_spread) {
+            best_spread = spread;
+            memcpy(best, set, (size_t)k * sizeof *set);
+        }
+    }
+    /* The chosen first, then the rest in their order. */
+    int rest[CORE_MAX_NODE_GPUS], r = 0;
+    for (int c = 0; c < n; c++) {
+        bool chosen = false;
+        for (int i = 0; i < k; i++)
+            chosen |= best[i] == cand[c];
+        if (!chosen)
+            rest[r++] = cand[c];
+    }
+    memcpy(cand, best, (size_t)k * sizeof *cand);
+    memcpy(cand + k, rest, (size_t)r * sizeof *cand);
+}
+
 /* Picks req->gpus GPUs on one node; *free_sum is their free memory before the claim (the
  * smaller, the tighter the fit). */
-static bool place_node_gpus(const struct core_place_node *node, int index,
+static bool place_node_gpus(const struct core_place_node *node, const uint8_t *link, int index,
                             const struct core_request *req, bool best_fit,
                             const struct core_place_reserve *rsv, struct core_placement *out,
                             uint64_t *free_sum)
@@ -193,6 +274,8 @@ static bool place_node_gpus(const struct core_place_node *node, int index,
         return false;
     if (best_fit && req->gpu_mem > 0)
         place_sort_by_free(node, cand, n);
+    if (link != NULL && req->gpu_mem == 0 && req->gpus >= 2 && n > req->gpus)
+        place_closest(link, node->ngpus, cand, n, req->gpus);
     /* The tightness of the fit: free memory left on the chosen GPUs for a shared request, and
      * for an exclusive one the node's idle GPUs (the fewer, the less a whole node is broken). */
     *free_sum = req->gpu_mem > 0 ? 0 : (uint64_t)(node->ngpus - node->gpus_busy);
@@ -294,7 +377,8 @@ bool core_place_fit_node(const struct core_place *place, int index,
     out->node = index;
     if (!place_node_has(node, index, req, NULL))
         return false;
-    return req->gpus == 0 || place_node_gpus(node, index, req, best_fit, NULL, out, &free_sum);
+    return req->gpus == 0 || place_node_gpus(node, place_link(place, index), index, req, best_fit,
+                                             NULL, out, &free_sum);
 }
 
 /* Nodes are tried in order (first fit), except that under best fit a GPU request goes to the
@@ -329,7 +413,8 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
         pl.node = i;
         if (!place_node_has(node, i, req, rsv))
             continue;
-        if (req->gpus > 0 && !place_node_gpus(node, i, req, best_fit, rsv, &pl, &free_sum))
+        if (req->gpus > 0 &&
+            !place_node_gpus(node, place_link(place, i), i, req, best_fit, rsv, &pl, &free_sum))
             continue;
         /* Among equally tight nodes, an exclusive request goes where the attempts are oldest
          * on average: durations are heavy-tailed, so that node is likely to stay busy anyway,
@@ -436,6 +521,17 @@ void core_place_release(struct core_place *place, const struct core_placement *p
         }
     }
     place_count_open(place, pl, 1);
+}
+
+void core_place_set_state(struct core_place *place, int node, int gpu,
+                          const struct core_gpu_state *st)
+{
+    struct core_place_gpu *g = &place->nodes[node].gpu[gpu];
+    place->open_gpus -= place_gpu_open(g);
+    g->outside = st->outside;
+    g->busy = st->busy;
+    g->offline = st->offline;
+    place->open_gpus += place_gpu_open(g);
 }
 
 bool core_place_valid(const struct core_place *place, const struct core_placement *pl)

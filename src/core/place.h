@@ -13,6 +13,10 @@ struct core_place_gpu {
     int tasks;
     bool exclusive;
     uint8_t type;
+    /* The driver's view (core_set_gpu_state): memory no claim covers, too busy, out of service. */
+    uint64_t outside;
+    bool busy;
+    bool offline;
 };
 
 struct core_place_node {
@@ -37,6 +41,8 @@ struct core_place {
     int open_gpus;
     int open_cpu_nodes;
     int max_gpus;             /* the largest node's GPUs: a request for more spans nodes */
+    uint8_t **link;           /* per node: ngpus x ngpus closeness, or NULL (owned; a copy of
+                               * the place shares none: its fits treat GPUs as alike) */
     /* idle[k]: nodes with exactly k GPUs without a task, so that "no node has k idle GPUs" (an
      * exclusive request that cannot fit) is answered without visiting every node. */
     int idle[CORE_MAX_NODE_GPUS + 1];
@@ -84,6 +90,9 @@ void core_place_claim(struct core_place *place, const struct core_placement *pl,
                       const struct core_request *req, core_time started);
 void core_place_release(struct core_place *place, const struct core_placement *pl,
                         const struct core_request *req, core_time started);
+/* Sets what the driver sees of a GPU, keeping the open-capacity count right. */
+void core_place_set_state(struct core_place *place, int node, int gpu,
+                          const struct core_gpu_state *st);
 /* Whether pl names an existing node and distinct existing GPUs on it, ascending. */
 bool core_place_valid(const struct core_place *place, const struct core_placement *pl);
 bool core_place_open(const struct core_place *place);

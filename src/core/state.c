@@ -27,7 +27,8 @@ static const char *const state_names[TASK_NSTATES] = {
  *   pending  -> queued (deps done), held, upstream_failed
  *   queued   -> running (placed), held. Never upstream_failed: queued means every dep resolved.
  *   running  -> succeeded, failed, timed_out, retrying (failed, retries left),
- *               queued (the driver never started it: NOT_STARTED)
+ *               queued (the driver never started it: NOT_STARTED; its GPU failed; it ran out
+ *               of GPU memory and is claimed larger)
  *   retrying -> queued (backoff over), held
  * and every non-terminal state -> cancelled. */
 static const unsigned state_next[TASK_NSTATES] = {
