@@ -34,8 +34,10 @@ static void show_ids(const char *label, json_t *ids)
     printf("\n");
 }
 
-static void show_request(json_t *req)
+static void show_request(json_t *task)
 {
+    json_t *req = json_object_get(task, "request");
+    const char *source = json_string_value(json_object_get(task, "claim_source"));
     char a[32], b[32];
     long long gpus = json_integer_value(json_object_get(req, "gpus"));
     long long gmem = json_integer_value(json_object_get(req, "gpu_mem"));
@@ -45,6 +47,10 @@ static void show_request(json_t *req)
     printf("%-12s %lld GPU%s", "request", gpus, gpus == 1 ? "" : "s");
     if (gpus > 0)
         printf(gmem ? " sharing %s each" : " exclusive", format_size((uint64_t)gmem, a, sizeof a));
+    if (gpus > 0 && source != NULL && strcmp(source, "declared") != 0)
+        printf(" (%s)", strcmp(source, "learned") == 0 ? "learned from earlier runs"
+                        : strcmp(source, "oom") == 0   ? "raised after running out of memory"
+                                                       : source);
     if (cpus)
         printf(", %lld CPU%s", cpus, cpus == 1 ? "" : "s");
     if (mem)
@@ -57,8 +63,8 @@ static void show_request(json_t *req)
 static void show_attempts(json_t *list)
 {
     static const char *const head[] = {"ATTEMPT", "GPUS", "START", "DURATION", "EXIT",
-                                       "OUTCOME"};
-    struct table *t = table_new(6, head);
+                                       "PEAK GPU MEM", "GPU UTIL", "OUTCOME"};
+    struct table *t = table_new(8, head);
     size_t i;
     json_t *a;
     json_array_foreach(list, i, a) {
@@ -79,7 +85,13 @@ static void show_attempts(json_t *list)
         if (json_is_integer(ec))
             snprintf(exit_code, sizeof exit_code, "%lld", (long long)json_integer_value(ec));
         const char *reason = json_string_value(json_object_get(a, "reason"));
-        const char *cells[] = {n, gpus[0] ? gpus : "-", start, dur, exit_code,
+        char peak[32] = "-", util[16] = "-";
+        json_t *pk = json_object_get(a, "peak_gpu_mem"), *ut = json_object_get(a, "mean_gpu_util");
+        if (json_is_integer(pk))
+            format_size((uint64_t)json_integer_value(pk), peak, sizeof peak);
+        if (json_is_number(ut))
+            snprintf(util, sizeof util, "%.0f%%", json_number_value(ut));
+        const char *cells[] = {n, gpus[0] ? gpus : "-", start, dur, exit_code, peak, util,
                                reason ? reason : "running"};
         table_add(t, cells, NULL);
     }
@@ -104,7 +116,7 @@ static void show_human(json_t *task)
         printf(" %s", json_string_value(arg));
     printf("\n%-12s %s\n", "workdir", json_string_value(json_object_get(task, "workdir")));
     printf("%-12s %lld\n", "priority", (long long)json_integer_value(json_object_get(task, "priority")));
-    show_request(json_object_get(task, "request"));
+    show_request(task);
     show_ids("after", json_object_get(task, "after"));
     show_ids("after-any", json_object_get(task, "after_any"));
     if (json_is_integer(json_object_get(task, "array_index")))

@@ -28,6 +28,9 @@ static const struct cmd_opt submit_opts[] = {
     {"timeout", 0, true, false, "time limit per attempt: 90s, 15m, 2h"},
     {"key", 0, true, false, "idempotency key: the same key returns the existing task"},
     {"hold", 0, false, false, "submit held: it waits for drover release"},
+    {"profile", 0, true, false, "learn its GPU memory under this name (default: its command line)"},
+    {"exclusive", 0, false, false, "whole GPUs, even when a learned claim would share them"},
+    {"stall", 0, true, false, "no output and idle GPUs this long = hung: kill and retry"},
     {"array", 0, true, false, "one task per index: 0-99, 1,5,9, 0-99%4 (4 at once)"},
     {"workdir", 0, true, false, "working directory (default: the current one)"},
     {"env", 0, true, true, "K=V: set an environment variable (repeatable)"},
@@ -74,6 +77,7 @@ static int submit_numbers(const struct cmd_entry *cmd, struct cmd_args *args, js
         {"priority", "priority", -1000000, 1000000, 'i'},
         {"retries", "retries", 0, 1000, 'i'}, {"gpu-mem", "gpu_mem", 1, 0, 's'},
         {"mem", "mem", 1, 0, 's'},           {"timeout", "timeout_ms", 0, 0, 'd'},
+        {"stall", "stall_ms", 0, 0, 'd'},
     };
     const char *why;
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
@@ -181,6 +185,10 @@ static int submit_misc(const struct cmd_entry *cmd, struct cmd_args *args, json_
         json_object_set_new(req, "key", json_string(v));
     if (cmd_opt(cmd, args, "hold"))
         json_object_set_new(req, "hold", json_true());
+    if ((v = cmd_opt(cmd, args, "profile")))
+        json_object_set_new(req, "profile", json_string(v));
+    if (cmd_opt(cmd, args, "exclusive"))
+        json_object_set_new(req, "exclusive", json_true());
     return 0;
 }
 

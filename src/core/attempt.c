@@ -79,11 +79,13 @@ void core_attempt_untrack(struct core *core, struct core_task *t)
 void core_attempt_start(struct core *core, struct core_task *t, const struct core_placement *pl,
                         core_time now, struct core_actions *out)
 {
+    core_time ready = t->ready_time;
     core_task_move(core, t, TASK_RUNNING);
     t->attempts++;
     core_attempt_track(core, t, pl, now);
     struct core_action *act = core_emit(out, CORE_ACT_START, t->id);
     act->attempt = t->attempts;
+    act->at = ready;
     act->placement = *pl;
 }
 

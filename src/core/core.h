@@ -151,7 +151,8 @@ struct core_action {
     enum task_state state;        /* CORE_ACT_STATE */
     enum core_reason reason;      /* CORE_ACT_STATE */
     int64_t reason_task;          /* CORE_REASON_UPSTREAM */
-    core_time at;                 /* CORE_ACT_STATE to RETRYING: when it is queued again */
+    core_time at;                 /* CORE_ACT_STATE to RETRYING: when it is queued again;
+                                   * CORE_ACT_START: when the task became ready (latency) */
     int attempt;                  /* CORE_ACT_START: 1, 2, … */
     struct core_placement placement; /* CORE_ACT_START */
 };

@@ -67,8 +67,19 @@ static enum core_outcome finish_outcome(enum exec_probe probe, const struct exec
     return CORE_OUTCOME_SUCCESS;
 }
 
-/* Records how the attempt ended and tells core. */
-static void finish(struct daemon *d, int64_t task, int attempt, const char *run_dir)
+/* The claim after an out-of-memory: the peak it reached (or its claim) times the factor. */
+static uint64_t finish_oom_claim(struct daemon *d, const struct run *r, uint64_t claim)
+{
+    uint64_t base = r != NULL && r->peak > claim ? r->peak : claim;
+    uint64_t grown = (uint64_t)((double)base * d->cfg.oom_factor);
+    const uint64_t step = 256ULL << 20; /* round up to 256 MiB */
+    return (grown + step - 1) / step * step;
+}
+
+/* Records how the attempt ended and tells core. r carries what telemetry saw of it (NULL for an
+ * attempt that ended while no daemon ran). */
+static void finish(struct daemon *d, struct run *r, int64_t task, int attempt,
+                   const char *run_dir)
 {
     struct exec_status st;
     memset(&st, 0, sizeof st);
@@ -83,12 +94,49 @@ static void finish(struct daemon *d, int64_t task, int attempt, const char *run_
     enum core_outcome outcome = finish_outcome(probe, &st, e);
     if (e->end == 0)
         e->end = daemon_now();
+    if (r != NULL) {
+        e->peak = r->peak;
+        e->util = r->util_n > 0 ? r->util_sum / r->util_n : -1;
+    }
+    bool failed = outcome == CORE_OUTCOME_EXIT_CODE || outcome == CORE_OUTCOME_SIGNAL ||
+                  outcome == CORE_OUTCOME_LOST;
+    char buf[32];
+    if (r != NULL && r->gpu_fault && outcome != CORE_OUTCOME_SUCCESS) {
+        e->outcome = "gpu_fault";
+        snprintf(e->reason, sizeof e->reason, "%s; queued again", r->fault);
+        e->requeue = true;
+        e->new_claim = r->placement.gpu_mem;
+        outcome = CORE_OUTCOME_GPU_FAULT;
+    } else if (r != NULL && r->stalled && failed) {
+        e->outcome = "stalled";
+        snprintf(e->reason, sizeof e->reason, "stalled: no output and idle GPUs for %s",
+                 format_duration(r->stall_ms, buf, sizeof buf));
+        outcome = CORE_OUTCOME_STALLED;
+    } else if (failed && outcome != CORE_OUTCOME_LOST && r != NULL && r->placement.ngpus > 0 &&
+               telemetry_oom(run_dir)) {
+        uint64_t claim = r->placement.gpu_mem;
+        char peak[32], grown[32];
+        e->outcome = "oom";
+        if (claim > 0) {
+            uint64_t next = finish_oom_claim(d, r, claim);
+            uint64_t whole = d->gpus.gpu[r->placement.gpu[0]].mem_total;
+            e->requeue = true;
+            e->new_claim = next >= whole ? 0 : next;
+            snprintf(e->reason, sizeof e->reason, "out of GPU memory (peak %s); claim raised to %s",
+                     r->peak ? format_size(r->peak, peak, sizeof peak) : "unknown",
+                     e->new_claim ? format_size(e->new_claim, grown, sizeof grown)
+                                  : "whole GPUs");
+            core_attempt_exited_oom(d->core, task, next, daemon_now(), &d->acts);
+            return;
+        }
+        snprintf(e->reason, sizeof e->reason, "out of GPU memory on whole GPUs");
+    }
     core_attempt_exited(d->core, task, outcome, daemon_now(), &d->acts);
 }
 
 static void finish_run(struct daemon *d, struct run *r)
 {
-    finish(d, r->task, r->attempt, r->run_dir);
+    finish(d, r, r->task, r->attempt, r->run_dir);
     for (struct run **p = &d->runs; *p; p = &(*p)->next) {
         if (*p == r) {
             *p = r->next;
@@ -218,8 +266,11 @@ static void restore_one(void *arg, int64_t id, enum task_state state, core_time 
     } else if (attempt_open) {
         struct exec_status st;
         if (exec_probe(run_dir, &st) == EXEC_RUNNING) {
-            run_add(d, id, attempts, exec_supervisor_pid(run_dir), false, xstrdup(run_dir),
-                    attempt_start, placement);
+            struct run *r = run_add(d, id, attempts, exec_supervisor_pid(run_dir), false,
+                                    xstrdup(run_dir), attempt_start, placement);
+            json_t *info = store_task_exec_info(d->store, id);
+            telemetry_watch(d, r, json_integer_value(json_object_get(info, "stall_ms")));
+            json_decref(info);
         } else {
             xgrow((void **)&ctx->done, &ctx->cap, ctx->ndone + 1, sizeof *ctx->done);
             ctx->done[ctx->ndone++] = (struct pending){id, attempts, xstrdup(run_dir)};
@@ -243,7 +294,7 @@ int daemon_restore(struct daemon *d, char **err)
     for (struct run *r = d->runs; r; r = r->next)
         adopted++;
     for (size_t i = 0; i < ctx.ndone; i++) {
-        finish(d, ctx.done[i].task, ctx.done[i].attempt, ctx.done[i].run_dir);
+        finish(d, NULL, ctx.done[i].task, ctx.done[i].attempt, ctx.done[i].run_dir);
         free(ctx.done[i].run_dir);
     }
     daemon_kick(d);

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "core/core.h"
+#include "daemon/config.h"
 #include "gpu/gpu.h"
 #include "store/store.h"
 
@@ -26,6 +27,20 @@ struct run {
     core_time start;
     struct core_placement placement;
     struct run *next;
+    /* What it uses (daemon/telemetry.c). */
+    pid_t pgid;                 /* the task's process group and session; 0 until known */
+    uint64_t use[CORE_MAX_NODE_GPUS]; /* bytes on each of its GPUs at the last sample */
+    bool use_known;
+    uint64_t peak;              /* the largest per-GPU use seen */
+    double util_sum;            /* mean utilisation of its GPUs, summed over samples */
+    int util_n;
+    int util_now;               /* the last sample's, or -1 */
+    int64_t stall_ms;           /* --stall: 0 = none */
+    core_time last_activity;    /* output written, or its GPUs busy */
+    long long log_size;
+    bool stalled;               /* killed for a stall */
+    bool gpu_fault;             /* killed because its GPU failed */
+    char fault[64];
 };
 
 struct waiter; /* a `drover wait` client: daemon/ops.c */
@@ -39,10 +54,18 @@ struct attempt_end {
     const char *outcome;  /* static: succeeded, failed, timed_out, cancelled, exec_error, lost */
     char reason[320];
     bool discard;         /* never started: forget the attempt row */
+    uint64_t peak;        /* per-GPU peak GPU memory seen, 0 = unknown */
+    double util;          /* mean GPU utilisation, < 0 = unknown */
+    bool requeue;         /* out of memory or a GPU fault: queued again, claiming new_claim */
+    uint64_t new_claim;
 };
+
+struct telemetry; /* daemon/telemetry.c */
 
 struct daemon {
     char *home;
+    struct daemon_config cfg;
+    struct telemetry *tel;
     struct store *store;
     struct core *core;
     struct core_actions acts;
@@ -91,6 +114,21 @@ struct run *run_add(struct daemon *d, int64_t task, int attempt, pid_t pid, bool
 void daemon_poll_adopted(struct daemon *d);
 /* Restores core from the store and re-adopts running attempts. */
 int daemon_restore(struct daemon *d, char **err);
+
+/* daemon/telemetry.c: GPU sampling, what attempts use, stalls, faults, health, /metrics. */
+int telemetry_start(struct daemon *d, char **err);
+void telemetry_stop(struct daemon *d);
+/* A new or adopted attempt: start watching it (stall_ms from its task). */
+void telemetry_watch(struct daemon *d, struct run *r, int64_t stall_ms);
+/* A task started after waiting since ready (the scheduling-latency histogram). */
+void telemetry_started(struct daemon *d, core_time ready, core_time now);
+/* `drover undrain`: GPUs drained after a fault are back in service. */
+void telemetry_undrain(struct daemon *d);
+/* The `gpus` reply: the machine, its GPUs as last sampled, the tasks on them, the queue. */
+json_t *telemetry_snapshot(struct daemon *d);
+/* Whether the attempt's output (the end of stderr, then stdout) reports running out of GPU
+ * memory ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", …). */
+bool telemetry_oom(const char *run_dir);
 
 /* daemon/server.c */
 int server_listen(struct daemon *d, const char *path, char **err);

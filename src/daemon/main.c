@@ -1,5 +1,6 @@
 /* drover daemon: sets up the state directory, the store, core and the event loop. */
 #include "daemon/daemon.h"
+#include "gpu/nvml.h"
 #include "exec/exec.h"
 #include "util/parse.h"
 #include "util/paths.h"
@@ -97,6 +98,17 @@ static int daemon_machine(struct daemon *d, char **err)
     uint64_t mem;
     if (gpu_detect(&d->gpus, err) < 0)
         return -1;
+    /* Only some GPUs: the allow-list, else the daemon's own CUDA_VISIBLE_DEVICES. */
+    const char *allow = d->cfg.gpus ? d->cfg.gpus : getenv("CUDA_VISIBLE_DEVICES");
+    if (allow != NULL && strcmp(d->gpus.source, "fake") != 0 && d->gpus.count > 0) {
+        char *why_list = NULL;
+        if (gpu_filter(&d->gpus, allow, &why_list) < 0) {
+            *err = xasprintf("%s %s: %s", d->cfg.gpus ? "gpus" : "CUDA_VISIBLE_DEVICES", allow,
+                             why_list);
+            free(why_list);
+            return -1;
+        }
+    }
     const char *cpus = getenv("DROVER_FAKE_CPUS");
     d->cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (cpus && *cpus) {
@@ -118,38 +130,20 @@ static int daemon_machine(struct daemon *d, char **err)
     struct core_node node = {.ngpus = d->gpus.count, .cpus = d->cpus, .mem = d->mem};
     for (int i = 0; i < d->gpus.count; i++)
         node.gpu_mem[i] = d->gpus.gpu[i].mem_total;
-    core_set_nodes(d->core, &node, 1);
-    return 0;
-}
-
-static int daemon_options(int argc, char **argv, struct core_policy *policy, struct daemon *d)
-{
-    const char *why;
-    for (int i = 1; i < argc; i++) {
-        int64_t ms;
-        if (i + 1 < argc && strcmp(argv[i], "--aging") == 0) {
-            if (strcmp(argv[i + 1], "off") == 0)
-                policy->aging_ms = 0;
-            else if (parse_duration(argv[i + 1], &ms, &why) == 0)
-                policy->aging_ms = ms;
-            else
-                goto bad;
-            i++;
-        } else if (i + 1 < argc && strcmp(argv[i], "--grace") == 0) {
-            if (parse_duration(argv[i + 1], &ms, &why) < 0)
-                goto bad;
-            d->grace_ms = ms;
-            i++;
-        } else {
-            fprintf(stderr, "drover daemon: unknown option '%s' (usage: drover daemon"
-                            " [--aging DURATION|off] [--grace DURATION])\n", argv[i]);
-            return -1;
-        }
-        continue;
-bad:
-        fprintf(stderr, "drover daemon: %s '%s': %s\n", argv[i], argv[i + 1], why);
-        return -1;
+    /* Multi-GPU tasks get the closest GPUs: NVML's topology between every pair. */
+    uint8_t *link = NULL;
+    if (strcmp(d->gpus.source, "nvml") == 0 && d->gpus.count > 1) {
+        int n = d->gpus.count;
+        link = xcalloc((size_t)n * (size_t)n, 1);
+        for (int a = 0; a < n; a++)
+            for (int b = 0; b < n; b++)
+                link[a * n + b] = a == b ? 0
+                                         : (uint8_t)nvml_link(d->gpus.gpu[a].index,
+                                                              d->gpus.gpu[b].index);
+        node.gpu_link = link;
     }
+    core_set_nodes(d->core, &node, 1);
+    free(link);
     return 0;
 }
 
@@ -172,6 +166,8 @@ static void daemon_events(struct daemon *d)
 
 static void daemon_free(struct daemon *d)
 {
+    telemetry_stop(d);
+    config_free(&d->cfg);
     if (d->zygote)
         event_free(d->zygote);
     exec_zygote_stop();
@@ -202,9 +198,19 @@ int daemon_main(int argc, char **argv)
     struct daemon d = {.grace_ms = 10000};
     struct core_policy policy = core_policy_default();
     char *err = NULL;
-    if (daemon_options(argc, argv, &policy, &d) < 0)
-        return 2;
+    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        config_usage(stdout);
+        return 0;
+    }
     d.home = paths_home();
+    if (config_load(&d.cfg, d.home, argc, argv, &err) < 0) {
+        fprintf(stderr, "drover daemon: %s\n", err);
+        free(err);
+        free(d.home);
+        return 2;
+    }
+    policy.aging_ms = d.cfg.aging_ms;
+    d.grace_ms = d.cfg.grace_ms;
     char *runs = paths_join(d.home, "runs");
     if (paths_mkdir_p(d.home) < 0 || paths_mkdir_p(runs) < 0) {
         fprintf(stderr, "drover daemon: cannot create %s: %s\n", d.home, strerror(errno));
@@ -214,6 +220,7 @@ int daemon_main(int argc, char **argv)
     int lock = daemon_lock(d.home);
     if (lock < 0) {
         fprintf(stderr, "drover daemon: another daemon is running for %s\n", d.home);
+        config_free(&d.cfg);
         free(d.home);
         return 1;
     }
@@ -234,7 +241,9 @@ int daemon_main(int argc, char **argv)
     daemon_events(&d);
     daemon_start_zygote(&d);
     char *sock = paths_join(d.home, "drover.sock");
-    int rc = daemon_restore(&d, &err) < 0 ? -1 : server_listen(&d, sock, &err);
+    int rc = daemon_restore(&d, &err) < 0 || telemetry_start(&d, &err) < 0
+                 ? -1
+                 : server_listen(&d, sock, &err);
     if (rc < 0) {
         free(sock);
         goto fail;
@@ -255,6 +264,7 @@ fail:
     if (d.sigchld)
         daemon_free(&d);
     else {
+        config_free(&d.cfg);
         core_free(d.core);
         store_close(d.store);
         if (d.base)

@@ -15,6 +15,7 @@ struct submit {
     struct core_dep *deps;
     json_t *array;     /* array of indices, or NULL */
     json_t *reply_err;
+    char *profile;     /* owned */
 };
 
 static int submit_string(json_t *req, const char *key, const char **out, json_t **err)
@@ -65,6 +66,46 @@ badenv:
     return -1;
 }
 
+/* The profile a task's GPU use is learned under (--profile, else its command line), and its
+ * claim: declared (--gpu-mem), whole GPUs (--exclusive, or nothing learned yet), or learned —
+ * the peak of the profile's recent successful attempts plus the claim margin. */
+static int submit_claim(struct daemon *d, json_t *req, struct submit *s)
+{
+    struct core_request *r = &s->rec.spec.req;
+    const char *profile;
+    if (submit_string(req, "profile", &profile, &s->reply_err) < 0)
+        return -1;
+    bool exclusive = json_is_true(json_object_get(req, "exclusive"));
+    if (exclusive && r->gpu_mem > 0) {
+        s->reply_err = reply_error(2, "--exclusive and --gpu-mem contradict each other");
+        return -1;
+    }
+    s->profile = profile ? xasprintf("%s", profile)
+                         : json_dumps(json_object_get(req, "command"), JSON_COMPACT);
+    s->rec.profile = s->profile;
+    if (r->gpus == 0)
+        return 0;
+    if (r->gpu_mem > 0) {
+        s->rec.claim_source = "declared";
+        return 0;
+    }
+    uint64_t peak = exclusive ? 0 : store_profile_peak(d->store, s->profile);
+    if (peak == 0)
+        return 0;
+    const uint64_t step = 256ULL << 20;
+    uint64_t claim = (uint64_t)((double)peak * (100 + d->cfg.claim_margin) / 100);
+    claim = (claim + step - 1) / step * step;
+    uint64_t smallest = UINT64_MAX;
+    for (int g = 0; g < d->gpus.count; g++)
+        if (d->gpus.gpu[g].mem_total < smallest)
+            smallest = d->gpus.gpu[g].mem_total;
+    if (claim < smallest) {
+        r->gpu_mem = claim;
+        s->rec.claim_source = "learned";
+    }
+    return 0;
+}
+
 static int submit_request(struct daemon *d, json_t *req, struct submit *s)
 {
     struct core_task_spec *sp = &s->rec.spec;
@@ -85,6 +126,12 @@ static int submit_request(struct daemon *d, json_t *req, struct submit *s)
     sp->max_retries = (int)v[6];
     if (sp->req.gpu_mem > 0 && sp->req.gpus == 0)
         sp->req.gpus = 1; /* --gpu-mem alone asks for one shared GPU */
+    long long stall;
+    if (ops_get_int(req, "stall_ms", 0, INT64_MAX / 4, 0, &stall, err) < 0)
+        return -1;
+    s->rec.stall_ms = stall;
+    if (submit_claim(d, req, s) < 0)
+        return -1;
     const char *why;
     if (core_check_request(d->core, &sp->req, &why) < 0) {
         *err = reply_error(2, "%s", why);
@@ -241,6 +288,7 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
 out:
     json_decref(s.rec.env);
     free(s.deps);
+    free(s.profile);
     return reply ? reply : s.reply_err;
 }
 
@@ -306,22 +354,5 @@ json_t *op_retry(struct daemon *d, struct conn *c, json_t *req)
 
 json_t *op_gpus(struct daemon *d, struct conn *c, json_t *req)
 {
-    json_t *list = json_array();
-    for (int g = 0; g < d->gpus.count; g++) {
-        const struct gpu_info *gi = &d->gpus.gpu[g];
-        struct core_gpu_usage u;
-        core_gpu_usage(d->core, 0, g, &u);
-        json_t *tasks = json_array();
-        for (struct run *r = d->runs; r; r = r->next)
-            for (int i = 0; i < r->placement.ngpus; i++)
-                if (r->placement.gpu[i] == g)
-                    json_array_append_new(tasks, json_integer(r->task));
-        json_array_append_new(
-            list, json_pack("{s:i,s:s,s:s,s:I,s:I,s:b,s:o}", "index", gi->index, "name",
-                            gi->name, "uuid", gi->uuid, "mem_total", (json_int_t)gi->mem_total,
-                            "mem_claimed", (json_int_t)u.mem_claimed, "exclusive", u.exclusive,
-                            "tasks", tasks));
-    }
-    return json_pack("{s:b,s:s,s:o,s:i,s:I}", "ok", 1, "source", d->gpus.source, "gpus", list,
-                     "cpus", d->cpus, "mem", (json_int_t)d->mem);
+    return telemetry_snapshot(d);
 }

@@ -176,8 +176,10 @@ static json_t *op_drain(struct daemon *d, struct conn *c, json_t *req)
     if (store_set_setting(d->store, "draining", on ? "1" : "0") < 0)
         return reply_error(1, "cannot record the drain: %s", store_error(d->store));
     core_set_drain(d->core, on);
-    if (!on)
+    if (!on) {
+        telemetry_undrain(d); /* GPUs taken out of service after a fault come back too */
         daemon_kick(d);
+    }
     return reply_ok();
 }
 

@@ -63,6 +63,9 @@ static const char *apply_reason(struct daemon *d, const struct core_action *act,
     case CORE_REASON_TIMEOUT:
     case CORE_REASON_EXEC_ERROR:
     case CORE_REASON_LOST:
+    case CORE_REASON_STALLED:
+    case CORE_REASON_OOM:
+    case CORE_REASON_GPU_FAULT:
         if (end == NULL)
             return NULL;
         if (act->state == TASK_RETRYING) {
@@ -93,6 +96,11 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
                             : store_attempt_end(d->store, e->task, e->attempt, e->start,
                                                 e->end, e->exit_code, e->signal, e->outcome,
                                                 e->reason);
+        if (rc == 0 && !e->discard && (e->peak > 0 || e->util >= 0))
+            rc = store_attempt_usage(d->store, e->task, e->attempt, e->peak, e->util);
+        if (rc == 0 && e->requeue)
+            rc = store_task_requeue(d->store, e->task, e->new_claim,
+                                    strcmp(e->outcome, "oom") == 0 ? "oom" : NULL);
         if (rc < 0)
             return -1;
     }
@@ -225,7 +233,9 @@ static void spawn_attempt(struct daemon *d, const struct core_action *a, core_ti
     if (paths_mkdir_p(ckpt) < 0)
         err = xasprintf("cannot create %s: %s", ckpt, strerror(errno));
     if (err == NULL && exec_start(&spec, &pid, &err) == 0) {
-        run_add(d, a->task, a->attempt, pid, true, dir, now, &a->placement);
+        struct run *r = run_add(d, a->task, a->attempt, pid, true, dir, now, &a->placement);
+        telemetry_watch(d, r, json_integer_value(json_object_get(info, "stall_ms")));
+        telemetry_started(d, a->at, now);
         dir = NULL;
     } else {
         spawn_failed(d, a, err);

@@ -1,8 +1,10 @@
 #include "gpu/gpu.h"
+#include "gpu/nvml.h"
 #include "util/parse.h"
 #include "util/xalloc.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +152,13 @@ int gpu_detect(struct gpu_inventory *inv, char **err)
         }
         return 0;
     }
+    char *nvml_err = NULL;
+    if (nvml_open(&nvml_err) == 0) {
+        if (nvml_inventory(inv) > 0)
+            return 0;
+        nvml_close();
+    }
+    free(nvml_err);
     char *out = gpu_run_smi();
     if (out && gpu_parse_smi(out, inv, &why) == 0 && inv->count > 0) {
         free(out);
@@ -158,5 +167,43 @@ int gpu_detect(struct gpu_inventory *inv, char **err)
     free(out);
     memset(inv, 0, sizeof *inv);
     inv->source = "none";
+    return 0;
+}
+
+/* Whether entry (an index or a UUID, or a unique prefix of one) names g. */
+static bool gpu_named(const struct gpu_info *g, const char *entry)
+{
+    char *end;
+    long v = strtol(entry, &end, 10);
+    if (end != entry && *end == '\0')
+        return v == g->index;
+    return strncmp(g->uuid, entry, strlen(entry)) == 0;
+}
+
+int gpu_filter(struct gpu_inventory *inv, const char *list, char **err)
+{
+    struct gpu_inventory kept = {.source = inv->source};
+    char *copy = xstrdup(list), *save = NULL;
+    bool chosen[GPU_MAX] = {false};
+    for (char *entry = strtok_r(copy, ",", &save); entry; entry = strtok_r(NULL, ",", &save)) {
+        while (*entry == ' ')
+            entry++;
+        int found = -1;
+        for (int i = 0; i < inv->count; i++)
+            if (gpu_named(&inv->gpu[i], entry))
+                found = found == -1 ? i : -2;
+        if (found < 0) {
+            *err = xasprintf("GPU '%s' %s", entry,
+                             found == -1 ? "is not on this machine" : "is ambiguous");
+            free(copy);
+            return -1;
+        }
+        chosen[found] = true;
+    }
+    free(copy);
+    for (int i = 0; i < inv->count; i++)
+        if (chosen[i])
+            kept.gpu[kept.count++] = inv->gpu[i];
+    *inv = kept;
     return 0;
 }

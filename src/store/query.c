@@ -89,7 +89,8 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
     "t.id, t.name, t.state, t.reason, t.command, t.priority, t.gpus, t.gpu_mem, t.cpus,"      \
     " t.mem, t.timeout_ms, t.retries, t.deps, t.array_id, t.array_index, t.submit_time,"      \
     " t.end_time, t.attempts, t.idem_key, t.workdir, t.retry_at,"                             \
-    " a.gpus, a.exit_code, a.signal, a.start_ms, a.end_ms, a.run_dir"
+    " a.gpus, a.exit_code, a.signal, a.start_ms, a.end_ms, a.run_dir, t.profile,"            \
+    " t.claim_source, t.stall_ms"
 
 #define TASK_FROM                                                                             \
     " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
@@ -142,14 +143,19 @@ static json_t *task_row_json(sqlite3_stmt *s)
     json_object_set_new(o, "attempt_end_time", col_int_or_null(s, 25));
     json_object_set_new(o, "run_dir", sqlite3_column_type(s, 26) == SQLITE_NULL
                                           ? json_null() : json_string(col_text(s, 26)));
+    json_object_set_new(o, "profile", sqlite3_column_type(s, 27) == SQLITE_NULL
+                                          ? json_null() : json_string(col_text(s, 27)));
+    json_object_set_new(o, "claim_source", sqlite3_column_type(s, 28) == SQLITE_NULL
+                                               ? json_null() : json_string(col_text(s, 28)));
+    json_object_set_new(o, "stall_ms", json_integer(sqlite3_column_int64(s, 29)));
     return o;
 }
 
 static json_t *task_attempts_json(struct store *st, int64_t id)
 {
     static const char sql[] =
-        "SELECT n, start_ms, end_ms, exit_code, signal, outcome, reason, gpus, gpu_mem, run_dir"
-        " FROM attempts WHERE task_id = ?1 ORDER BY n";
+        "SELECT n, start_ms, end_ms, exit_code, signal, outcome, reason, gpus, gpu_mem, run_dir,"
+        " peak_gpu_mem, mean_gpu_util FROM attempts WHERE task_id = ?1 ORDER BY n";
     json_t *list = json_array();
     sqlite3_stmt *s;
     if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
@@ -169,6 +175,10 @@ static json_t *task_attempts_json(struct store *st, int64_t id)
         json_object_set_new(a, "gpus", col_json(s, 7));
         json_object_set_new(a, "gpu_mem", json_integer(sqlite3_column_int64(s, 8)));
         json_object_set_new(a, "run_dir", json_string(col_text(s, 9)));
+        json_object_set_new(a, "peak_gpu_mem", col_int_or_null(s, 10));
+        json_object_set_new(a, "mean_gpu_util", sqlite3_column_type(s, 11) == SQLITE_NULL
+                                                    ? json_null()
+                                                    : json_real(sqlite3_column_double(s, 11)));
         json_array_append_new(list, a);
     }
     sqlite3_finalize(s);

@@ -31,6 +31,18 @@ static const char *const store_migrations[] = {
     " gpu_mem INTEGER NOT NULL, run_dir TEXT NOT NULL, PRIMARY KEY (task_id, n));"
     "CREATE INDEX attempts_open ON attempts(task_id) WHERE end_ms IS NULL;",
     "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    /* GPU telemetry (issue 4): what tasks use, and the GPUs' series. */
+    "ALTER TABLE tasks ADD COLUMN profile TEXT;"
+    "ALTER TABLE tasks ADD COLUMN stall_ms INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tasks ADD COLUMN claim_source TEXT;"
+    "ALTER TABLE attempts ADD COLUMN peak_gpu_mem INTEGER;"
+    "ALTER TABLE attempts ADD COLUMN mean_gpu_util REAL;"
+    "CREATE INDEX tasks_profile ON tasks(profile);"
+    "CREATE TABLE gpu_samples (ts INTEGER NOT NULL, gpu INTEGER NOT NULL, util INTEGER,"
+    " mem_used INTEGER, temp INTEGER, power_mw INTEGER);"
+    "CREATE INDEX gpu_samples_ts ON gpu_samples(ts);"
+    "CREATE TABLE gpu_minutes (ts INTEGER NOT NULL, gpu INTEGER NOT NULL, util REAL,"
+    " mem_used REAL, temp REAL, power_mw REAL, n INTEGER NOT NULL, PRIMARY KEY (ts, gpu));",
 };
 
 enum {
@@ -44,8 +56,9 @@ static const char *const store_sql[Q_NQUERIES] = {
     [Q_INSERT_TASK] =
         "INSERT INTO tasks (name, state, command, workdir, env_id, idem_key, priority, gpus,"
         " gpu_mem, cpus, mem, timeout_ms, retries, backoff, deps, array_id, array_index,"
-        " array_limit, submit_time, attempts, base_attempts) VALUES (?1, ?19, ?2, ?3, ?4,"
-        " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, 0, 0)",
+        " array_limit, submit_time, attempts, base_attempts, profile, claim_source, stall_ms)"
+        " VALUES (?1, ?19, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
+        " ?17, ?18, 0, 0, ?20, ?21, ?22)",
     [Q_FIND_KEY] = "SELECT id FROM tasks WHERE idem_key = ?1",
     [Q_STATE] = "SELECT state FROM tasks WHERE id = ?1",
     [Q_SET_STATE] =
@@ -60,7 +73,7 @@ static const char *const store_sql[Q_NQUERIES] = {
         "UPDATE attempts SET start_ms = CASE WHEN ?3 > 0 THEN ?3 ELSE start_ms END, end_ms = ?4,"
         " exit_code = ?5, signal = ?6, outcome = ?7, reason = ?8 WHERE task_id = ?1 AND n = ?2",
     [Q_EXEC_INFO] =
-        "SELECT t.command, e.json, t.workdir, t.timeout_ms, t.array_index FROM tasks t"
+        "SELECT t.command, e.json, t.workdir, t.timeout_ms, t.array_index, t.stall_ms FROM tasks t"
         " JOIN envs e ON e.id = t.env_id WHERE t.id = ?1",
     [Q_SPEC] =
         "SELECT priority, submit_time, gpus, gpu_mem, cpus, mem, timeout_ms, retries, backoff,"
@@ -73,7 +86,7 @@ struct store {
     char *error;
 };
 
-static int store_exec(struct store *st, const char *sql)
+int store_exec(struct store *st, const char *sql)
 {
     char *msg = NULL;
     if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
@@ -263,6 +276,11 @@ int store_insert_task(struct store *st, struct task_record *rec)
     sqlite3_bind_int(s, 17, sp->array_limit);
     sqlite3_bind_int64(s, 18, sp->submit_time);
     sqlite3_bind_text(s, 19, sp->hold ? "held" : "pending", -1, SQLITE_STATIC);
+    if (rec->profile)
+        sqlite3_bind_text(s, 20, rec->profile, -1, SQLITE_TRANSIENT);
+    if (rec->claim_source)
+        sqlite3_bind_text(s, 21, rec->claim_source, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 22, rec->stall_ms);
     json_decref(backoff);
     json_decref(deps);
     if (store_step_done(st, s) < 0)
@@ -428,6 +446,7 @@ json_t *store_task_exec_info(struct store *st, int64_t id)
                             json_string((const char *)sqlite3_column_text(s, 2)));
         json_object_set_new(info, "timeout_ms", json_integer(sqlite3_column_int64(s, 3)));
         json_object_set_new(info, "array_index", json_integer(sqlite3_column_int64(s, 4)));
+        json_object_set_new(info, "stall_ms", json_integer(sqlite3_column_int64(s, 5)));
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);

@@ -40,6 +40,9 @@ struct task_record {
     const char *key;            /* idempotency key, may be NULL */
     struct core_task_spec spec; /* id is filled by store_insert_task */
     int64_t array_index;        /* -1 = not an array task */
+    const char *profile;        /* what its GPU use is learned under; may be NULL */
+    const char *claim_source;   /* "declared", "learned", or NULL (whole GPUs or none) */
+    int64_t stall_ms;           /* --stall; 0 = none */
 };
 
 /* Inserts a task (inside a transaction); sets rec->spec.id. Returns -1 on failure. */
@@ -96,5 +99,36 @@ json_t *store_list_json(struct store *st, const char *state_filter, bool all, co
  * exit code, start, end, command (as JSON text), GPUs of the latest attempt (as JSON text, ""
  * before any)]. A fraction of the cost of the full objects with 100,000 tasks. */
 json_t *store_list_brief(struct store *st, const char *state_filter, bool all, core_time now);
+
+/* ---- telemetry and what tasks use (store/telemetry.c) ------------------------------------ */
+
+/* Runs one or more SQL statements (no results). Returns 0, or -1 (store_error says why). */
+int store_exec(struct store *st, const char *sql);
+
+/* After an out-of-memory or a GPU fault: the new per-GPU claim (0 = whole GPUs), and the
+ * attempt not counted against the retries. */
+int store_task_requeue(struct store *st, int64_t id, uint64_t gpu_mem, const char *claim_source);
+/* The largest per-GPU peak of the profile's last five successful attempts, or 0. */
+uint64_t store_profile_peak(struct store *st, const char *profile);
+/* What an attempt used: per-GPU peak (0 = unknown) and mean utilisation (< 0 = unknown). */
+int store_attempt_usage(struct store *st, int64_t task, int attempt, uint64_t peak, double util);
+
+struct gpu_row {
+    int64_t ts;
+    int gpu;
+    int util;             /* -1 = unknown (stored NULL), likewise below */
+    int64_t mem_used;
+    int temp;
+    int power_mw;
+};
+/* Appends raw samples, folds every whole minute before `now` into one-minute means, and drops
+ * raw samples older than an hour and minutes older than 30 days. One transaction. */
+int store_telemetry_flush(struct store *st, const struct gpu_row *rows, size_t n, int64_t now);
+/* {"states": {state: count}, "attempts": {outcome: count}} over the whole store. */
+json_t *store_counts(struct store *st);
+/* The first `limit` queued tasks by id: [{id, name, priority, gpus, claim, since}]. */
+json_t *store_queued_brief(struct store *st, int limit);
+/* A task's name, or NULL (malloc'd). */
+char *store_task_name(struct store *st, int64_t id);
 
 #endif

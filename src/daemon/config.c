@@ -1,0 +1,224 @@
+/* The daemon's settings table: one row per key, from which parsing, validation, the usage text
+ * and the defaults all come. */
+#include "daemon/config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/parse.h"
+#include "util/xalloc.h"
+
+enum config_type { CONFIG_DURATION, CONFIG_DURATION_OFF, CONFIG_PERCENT, CONFIG_FACTOR,
+                   CONFIG_STRING, CONFIG_BOOL };
+
+struct config_key {
+    const char *name;
+    enum config_type type;
+    size_t offset;
+    const char *fallback; /* the default, as it would be written */
+    const char *help;
+};
+
+#define OFF(f) offsetof(struct daemon_config, f)
+static const struct config_key config_keys[] = {
+    {"aging", CONFIG_DURATION_OFF, OFF(aging_ms), "60s",
+     "waiting this long is worth one priority point (off: strict priority)"},
+    {"grace", CONFIG_DURATION, OFF(grace_ms), "10s", "SIGTERM to SIGKILL delay"},
+    {"gpus", CONFIG_STRING, OFF(gpus), NULL,
+     "the GPUs drover may use: indices or UUIDs, comma-separated (default: all, or the"
+     " daemon's CUDA_VISIBLE_DEVICES)"},
+    {"sample", CONFIG_DURATION, OFF(sample_ms), "5s", "GPU telemetry period"},
+    {"health", CONFIG_DURATION, OFF(health_ms), "30s", "health check period"},
+    {"metrics", CONFIG_STRING, OFF(metrics), NULL,
+     "serve Prometheus /metrics on ADDR:PORT (loopback only unless metrics-any)"},
+    {"metrics-any", CONFIG_BOOL, OFF(metrics_any), "no", "allow a non-loopback metrics address"},
+    {"busy-high", CONFIG_PERCENT, OFF(busy_high), "80",
+     "no new task joins a GPU whose utilisation is at or above this"},
+    {"busy-low", CONFIG_PERCENT, OFF(busy_low), "50",
+     "… until it falls to this or below"},
+    {"claim-margin", CONFIG_PERCENT, OFF(claim_margin), "20",
+     "a learned claim is the profile's peak plus this much"},
+    {"oom-factor", CONFIG_FACTOR, OFF(oom_factor), "1.5",
+     "after an out-of-memory the claim grows by this factor (up to the whole GPU)"},
+};
+#define NKEYS (sizeof config_keys / sizeof config_keys[0])
+
+static const struct config_key *config_find(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(config_keys[i].name, name) == 0)
+            return &config_keys[i];
+    return NULL;
+}
+
+/* Sets key from text. Returns 0, or -1 with a static reason. */
+static int config_set(struct daemon_config *cfg, const struct config_key *key, const char *text,
+                      const char **why)
+{
+    char *field = (char *)cfg + key->offset;
+    long long v;
+    int64_t ms;
+    switch (key->type) {
+    case CONFIG_DURATION_OFF:
+        if (strcmp(text, "off") == 0) {
+            *(int64_t *)field = 0;
+            return 0;
+        }
+        /* fall through */
+    case CONFIG_DURATION:
+        if (parse_duration(text, &ms, why) < 0)
+            return -1;
+        *(int64_t *)field = ms;
+        return 0;
+    case CONFIG_PERCENT:
+        if (parse_int(text, 0, 100, &v, why) < 0)
+            return -1;
+        *(int *)field = (int)v;
+        return 0;
+    case CONFIG_FACTOR: {
+        char *end;
+        errno = 0;
+        double f = strtod(text, &end);
+        if (end == text || *end != '\0' || errno != 0 || !(f > 1 && f <= 100)) {
+            *why = "expected a factor above 1 and at most 100, e.g. 1.5";
+            return -1;
+        }
+        *(double *)field = f;
+        return 0;
+    }
+    case CONFIG_BOOL:
+        if (strcmp(text, "yes") == 0 || strcmp(text, "true") == 0 || strcmp(text, "1") == 0)
+            *(bool *)field = true;
+        else if (strcmp(text, "no") == 0 || strcmp(text, "false") == 0 || strcmp(text, "0") == 0)
+            *(bool *)field = false;
+        else {
+            *why = "expected yes or no";
+            return -1;
+        }
+        return 0;
+    case CONFIG_STRING:
+        if (*text == '\0') {
+            *why = "empty value";
+            return -1;
+        }
+        free(*(char **)field);
+        *(char **)field = xstrdup(text);
+        return 0;
+    }
+    return -1;
+}
+
+static char *config_trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    char *end = s + strlen(s);
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == '\r'))
+        *--end = '\0';
+    return s;
+}
+
+static int config_file(struct daemon_config *cfg, const char *path, char **err)
+{
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) {
+        if (errno == ENOENT)
+            return 0;
+        *err = xasprintf("%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned n = 0;
+    int rc = 0;
+    while (getline(&line, &cap, fp) > 0) {
+        n++;
+        char *s = config_trim(line), *eq = strchr(s, '='), *why_text = NULL;
+        const char *why = NULL;
+        if (*s == '\0' || *s == '#')
+            continue;
+        if (eq == NULL) {
+            why_text = xasprintf("expected key = value");
+        } else {
+            *eq = '\0';
+            char *name = config_trim(s), *value = config_trim(eq + 1);
+            const struct config_key *key = config_find(name);
+            if (key == NULL)
+                why_text = xasprintf("unknown setting '%s'", name);
+            else if (config_set(cfg, key, value, &why) < 0)
+                why_text = xasprintf("%s = %s: %s", name, value, why);
+        }
+        if (why_text != NULL) {
+            *err = xasprintf("%s:%u: %s", path, n, why_text);
+            free(why_text);
+            rc = -1;
+            break;
+        }
+    }
+    free(line);
+    fclose(fp);
+    return rc;
+}
+
+int config_load(struct daemon_config *cfg, const char *home, int argc, char **argv, char **err)
+{
+    const char *why;
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NKEYS; i++)
+        if (config_keys[i].fallback != NULL &&
+            config_set(cfg, &config_keys[i], config_keys[i].fallback, &why) < 0)
+            abort(); /* a bad default is a bug */
+    if (home != NULL) {
+        char *path = xasprintf("%s/drover.conf", home);
+        int rc = config_file(cfg, path, err);
+        free(path);
+        if (rc < 0)
+            return -1;
+    }
+    for (int i = 1; i < argc; i++) {
+        const struct config_key *key =
+            strncmp(argv[i], "--", 2) == 0 ? config_find(argv[i] + 2) : NULL;
+        if (key == NULL) {
+            *err = xasprintf("unknown option '%s' (drover daemon --help lists them)", argv[i]);
+            return -1;
+        }
+        if (key->type == CONFIG_BOOL && (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0)) {
+            *(bool *)((char *)cfg + key->offset) = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            *err = xasprintf("option %s needs a value", argv[i]);
+            return -1;
+        }
+        if (config_set(cfg, key, argv[i + 1], &why) < 0) {
+            *err = xasprintf("%s '%s': %s", argv[i], argv[i + 1], why);
+            return -1;
+        }
+        i++;
+    }
+    if (cfg->busy_low > cfg->busy_high) {
+        *err = xasprintf("busy-low (%d) is above busy-high (%d)", cfg->busy_low, cfg->busy_high);
+        return -1;
+    }
+    return 0;
+}
+
+void config_free(struct daemon_config *cfg)
+{
+    free(cfg->gpus);
+    free(cfg->metrics);
+    cfg->gpus = cfg->metrics = NULL;
+}
+
+void config_usage(FILE *fp)
+{
+    fprintf(fp, "usage: drover daemon [--KEY VALUE …]   (also KEY = VALUE lines in "
+                "$DROVER_HOME/drover.conf)\n");
+    for (size_t i = 0; i < NKEYS; i++)
+        fprintf(fp, "  --%-13s %s%s%s%s\n", config_keys[i].name, config_keys[i].help,
+                config_keys[i].fallback ? " (default " : "",
+                config_keys[i].fallback ? config_keys[i].fallback : "",
+                config_keys[i].fallback ? ")" : "");
+}
