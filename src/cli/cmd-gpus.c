@@ -11,30 +11,72 @@ static const struct cmd_opt gpus_opts[] = {
     {NULL, 0, false, false, NULL},
 };
 
+/* "12.0G" for a number, "-" for null. */
+static const char *gpus_size(json_t *v, char *buf, size_t len)
+{
+    if (!json_is_integer(v))
+        return "-";
+    return format_size((uint64_t)json_integer_value(v), buf, len);
+}
+
+static const char *gpus_int(json_t *v, const char *unit, char *buf, size_t len)
+{
+    if (!json_is_number(v))
+        return "-";
+    snprintf(buf, len, "%.0f%s", json_number_value(v), unit);
+    return buf;
+}
+
 static void gpus_human(json_t *reply)
 {
-    static const char *const head[] = {"GPU", "NAME", "MEMORY", "CLAIMED", "MODE", "TASKS"};
-    struct table *t = table_new(6, head);
+    static const char *const head[] = {"GPU", "NAME", "UUID", "USED", "TOTAL", "CLAIMED",
+                                       "UTIL", "TEMP", "POWER", "STATE", "TASKS", "OTHER PROCESSES"};
+    struct table *t = table_new(12, head);
     json_t *g;
     size_t i;
     json_array_foreach(json_object_get(reply, "gpus"), i, g) {
-        char idx[16], total[32], claimed[32], tasks[256] = "";
-        json_t *id;
+        char idx[16], used[32], total[32], claimed[32], util[16], temp[16], power[16];
+        char tasks[256] = "", others[256] = "", state[96];
+        json_t *id, *p;
         size_t k;
         snprintf(idx, sizeof idx, "%lld", (long long)json_integer_value(json_object_get(g, "index")));
-        format_size((uint64_t)json_integer_value(json_object_get(g, "mem_total")), total,
-                    sizeof total);
-        format_size((uint64_t)json_integer_value(json_object_get(g, "mem_claimed")), claimed,
-                    sizeof claimed);
         json_array_foreach(json_object_get(g, "tasks"), k, id) {
             size_t len = strlen(tasks);
             snprintf(tasks + len, sizeof tasks - len, "%s%lld", k ? "," : "",
                      (long long)json_integer_value(id));
         }
+        size_t n = 0;
+        json_array_foreach(json_object_get(g, "processes"), k, p) {
+            if (!json_is_null(json_object_get(p, "task")))
+                continue;
+            char mem[32];
+            size_t len = strlen(others);
+            snprintf(others + len, sizeof others - len, "%s%lld (%s)", n++ ? ", " : "",
+                     (long long)json_integer_value(json_object_get(p, "pid")),
+                     gpus_size(json_object_get(p, "mem"), mem, sizeof mem));
+        }
         bool excl = json_is_true(json_object_get(g, "exclusive"));
-        const char *mode = excl ? "exclusive" : k ? "shared" : "free";
-        const char *cells[] = {idx, json_string_value(json_object_get(g, "name")), total,
-                               claimed, mode, tasks[0] ? tasks : "-"};
+        const char *reason = json_string_value(json_object_get(g, "offline_reason"));
+        if (json_is_true(json_object_get(g, "offline")))
+            snprintf(state, sizeof state, "offline: %s", reason ? reason : "?");
+        else
+            snprintf(state, sizeof state, "%s%s", excl ? "exclusive" : tasks[0] ? "shared" : "free",
+                     json_is_true(json_object_get(g, "busy")) ? ", busy" : "");
+        json_t *pw = json_object_get(g, "power_w");
+        if (json_is_number(pw))
+            snprintf(power, sizeof power, "%.0fW", json_number_value(pw));
+        const char *cells[] = {idx,
+                               json_string_value(json_object_get(g, "name")),
+                               json_string_value(json_object_get(g, "uuid")),
+                               gpus_size(json_object_get(g, "mem_used"), used, sizeof used),
+                               gpus_size(json_object_get(g, "mem_total"), total, sizeof total),
+                               gpus_size(json_object_get(g, "mem_claimed"), claimed, sizeof claimed),
+                               gpus_int(json_object_get(g, "util"), "%", util, sizeof util),
+                               gpus_int(json_object_get(g, "temp_c"), "C", temp, sizeof temp),
+                               json_is_number(pw) ? power : "-",
+                               state,
+                               tasks[0] ? tasks : "-",
+                               others[0] ? others : "-"};
         table_add(t, cells, NULL);
     }
     char mem[32];

@@ -7,6 +7,7 @@
 #include "util/io.h"
 #include "util/parse.h"
 #include "util/proto.h"
+#include "util/xalloc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -393,10 +394,9 @@ static void top_gpu_title(struct frame *f, const json_t *g)
     line_pad(&l, 8);
     line_field(&l, get_str(g, "name"), name < 8 ? 8 : name > 28 ? 28 : name);
     line_printf(&l, "  temp %-4s", int_text(g, "temp_c", "%lldC", buf, sizeof buf));
-    double watts = json_number_value(json_object_get(g, "power_w"));
-    if (json_is_number(json_object_get(g, "power_w")))
-        snprintf(buf, sizeof buf, "%.0fW", watts);
-    line_printf(&l, "  power %-5s", json_is_number(json_object_get(g, "power_w")) ? buf : "-");
+    const json_t *watts = json_object_get(g, "power_w");
+    snprintf(buf, sizeof buf, "%.0fW", json_number_value(watts));
+    line_printf(&l, "  power %-5s", json_is_number(watts) ? buf : "-");
     const json_t *tasks = json_object_get(g, "tasks");
     line_printf(&l, "  %s", json_is_true(json_object_get(g, "exclusive")) ? "exclusive"
                             : !json_is_array(tasks)                      ? "-"
@@ -660,9 +660,10 @@ static void top_stamp(json_t *snapshot)
 }
 
 /* One `gpus` request, never starting a daemon. Returns the reply (the caller frees it), or NULL
- * when the daemon is gone or a quit signal came while waiting: the reply is awaited in slices so
- * that a daemon that does not answer cannot hold Ctrl-C up. */
-static json_t *top_fetch(void)
+ * when the daemon is gone, answers with an error (then *error, which the caller frees), or a quit
+ * signal came while waiting: the reply is awaited in slices so that a daemon that does not answer
+ * cannot hold Ctrl-C up. */
+static json_t *top_fetch(char **error)
 {
     int fd = client_connect(false);
     if (fd < 0)
@@ -682,6 +683,8 @@ static json_t *top_fetch(void)
     }
     close(fd);
     if (reply && !json_is_true(json_object_get(reply, "ok"))) {
+        const char *msg = json_string_value(json_object_get(reply, "error"));
+        *error = xstrdup(msg ? msg : "error");
         json_decref(reply);
         reply = NULL;
     }
@@ -766,6 +769,7 @@ static int top_live(json_t *snapshot, long long interval_ms)
     struct sigaction old[TOP_NSIGNALS];
     static bool registered;
     bool stdin_open = true, gone = false, redraw = true;
+    char *error = NULL;
     if (!registered && atexit(top_term_restore) == 0)
         registered = true;
     signal(SIGPIPE, SIG_IGN); /* a daemon that dies mid-request is an error, not our death */
@@ -787,9 +791,9 @@ static int top_live(json_t *snapshot, long long interval_ms)
         redraw = false;
         long long wait = next - top_clock_ms(CLOCK_MONOTONIC);
         if (wait <= 0) {
-            json_t *fresh = top_fetch();
+            json_t *fresh = top_fetch(&error);
             if (fresh == NULL) {
-                gone = !top_quit;
+                gone = !top_quit && error == NULL;
                 break;
             }
             json_decref(snapshot);
@@ -805,6 +809,11 @@ static int top_live(json_t *snapshot, long long interval_ms)
     top_term_restore();
     top_signals_reset(old);
     json_decref(snapshot);
+    if (error) {
+        fprintf(stderr, "drover top: %s\n", error);
+        free(error);
+        return EXIT_FAILED;
+    }
     if (gone) {
         fprintf(stderr, "drover top: the daemon went away\n");
         return EXIT_UNREACHABLE;
