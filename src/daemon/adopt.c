@@ -258,8 +258,12 @@ static void restore_one(void *arg, int64_t id, enum task_state state, core_time 
         .started = attempt_start,
         .attempt_running = attempt_open,
     };
-    if (attempt_open)
+    if (attempt_open) {
         rs.placement = *placement;
+        if (!daemon_gpus_from_machine(d, &rs.placement))
+            fprintf(stderr, "drover daemon: task %lld runs on a GPU drover no longer has\n",
+                    (long long)id);
+    }
     if (core_restore(d->core, &spec, &rs) < 0) {
         fprintf(stderr, "drover daemon: task %lld could not be restored\n", (long long)id);
         ctx->failed++;
@@ -267,7 +271,7 @@ static void restore_one(void *arg, int64_t id, enum task_state state, core_time 
         struct exec_status st;
         if (exec_probe(run_dir, &st) == EXEC_RUNNING) {
             struct run *r = run_add(d, id, attempts, exec_supervisor_pid(run_dir), false,
-                                    xstrdup(run_dir), attempt_start, placement);
+                                    xstrdup(run_dir), attempt_start, &rs.placement);
             json_t *info = store_task_exec_info(d->store, id);
             telemetry_watch(d, r, json_integer_value(json_object_get(info, "stall_ms")));
             json_decref(info);

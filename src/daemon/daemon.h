@@ -112,6 +112,11 @@ void daemon_start_zygote(struct daemon *d);
 struct run *run_add(struct daemon *d, int64_t task, int attempt, pid_t pid, bool child,
                     char *run_dir, core_time start, const struct core_placement *placement);
 void daemon_poll_adopted(struct daemon *d);
+/* The store, the tasks and users see GPUs by the machine's index (NVML's, CUDA's); core by their
+ * position in the inventory, which differs when drover has only some of the GPUs. */
+void daemon_gpus_to_machine(const struct daemon *d, struct core_placement *pl);
+/* Returns false when a GPU of pl is no longer in the inventory. */
+bool daemon_gpus_from_machine(const struct daemon *d, struct core_placement *pl);
 /* Restores core from the store and re-adopts running attempts. */
 int daemon_restore(struct daemon *d, char **err);
 

@@ -111,7 +111,9 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
             rc = store_set_state(d->store, a, apply_reason(d, a, buf, sizeof buf), now);
         } else if (a->type == CORE_ACT_START) {
             char *dir = run_dir_for(d, a->task, a->attempt);
-            rc = store_attempt_start(d->store, a->task, a->attempt, now, &a->placement, dir);
+            struct core_placement machine = a->placement;
+            daemon_gpus_to_machine(d, &machine);
+            rc = store_attempt_start(d->store, a->task, a->attempt, now, &machine, dir);
             free(dir);
         }
         if (rc < 0)
@@ -158,7 +160,8 @@ static char **spawn_env(struct daemon *d, json_t *env, const struct core_action 
     char gpus[CORE_MAX_NODE_GPUS * 4] = "";
     for (int g = 0; g < a->placement.ngpus; g++) {
         size_t len = strlen(gpus);
-        snprintf(gpus + len, sizeof gpus - len, "%s%d", g ? "," : "", a->placement.gpu[g]);
+        snprintf(gpus + len, sizeof gpus - len, "%s%d", g ? "," : "",
+                 d->gpus.gpu[a->placement.gpu[g]].index);
     }
     v[i++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", gpus);
     v[i++] = xstrdup("CUDA_DEVICE_ORDER=PCI_BUS_ID");
@@ -333,4 +336,25 @@ int daemon_apply(struct daemon *d)
 int daemon_apply_txn(struct daemon *d)
 {
     return apply_loop(d, true, true);
+}
+
+void daemon_gpus_to_machine(const struct daemon *d, struct core_placement *pl)
+{
+    for (int i = 0; i < pl->ngpus; i++)
+        if (pl->gpu[i] >= 0 && pl->gpu[i] < d->gpus.count)
+            pl->gpu[i] = d->gpus.gpu[pl->gpu[i]].index;
+}
+
+bool daemon_gpus_from_machine(const struct daemon *d, struct core_placement *pl)
+{
+    for (int i = 0; i < pl->ngpus; i++) {
+        int found = -1;
+        for (int g = 0; g < d->gpus.count && found < 0; g++)
+            if (d->gpus.gpu[g].index == pl->gpu[i])
+                found = g;
+        if (found < 0)
+            return false;
+        pl->gpu[i] = found;
+    }
+    return true;
 }

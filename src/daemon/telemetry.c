@@ -546,7 +546,7 @@ static json_t *tel_running_json(struct daemon *d)
     for (struct run *r = d->runs; r; r = r->next) {
         json_t *gpus = json_array();
         for (int i = 0; i < r->placement.ngpus; i++)
-            json_array_append_new(gpus, json_integer(r->placement.gpu[i]));
+            json_array_append_new(gpus, json_integer(d->gpus.gpu[r->placement.gpu[i]].index));
         uint64_t use = 0;
         for (int i = 0; i < r->placement.ngpus; i++)
             use = r->use[i] > use ? r->use[i] : use;
