@@ -43,7 +43,7 @@ struct tel_gpu {
 
 struct telemetry {
     struct event *timer;
-    bool nvml;
+    bool nvml;                 /* sampling: NVML, or nvidia-smi without it */
     core_time sampled_at;
     core_time next_health;
     struct tel_gpu gpu[GPU_MAX];
@@ -336,9 +336,16 @@ static void tel_tick(evutil_socket_t fd, short what, void *arg)
     struct telemetry *t = d->tel;
     core_time now = daemon_now();
     if (t->nvml) {
+        static struct gpu_sample smi[GPU_MAX];
+        bool from_smi = strcmp(d->gpus.source, "nvidia-smi") == 0;
+        if (from_smi)
+            gpu_smi_sample(&d->gpus, smi);
         for (int g = 0; g < d->gpus.count; g++) {
             struct gpu_sample s;
-            nvml_sample(d->gpus.gpu[g].index, &s);
+            if (from_smi)
+                s = smi[g];
+            else
+                nvml_sample(d->gpus.gpu[g].index, &s);
             tel_gpu(d, g, &s);
         }
         t->sampled_at = now;
@@ -441,7 +448,8 @@ int telemetry_start(struct daemon *d, char **err)
 {
     struct telemetry *t = xcalloc(1, sizeof *t);
     d->tel = t;
-    t->nvml = strcmp(d->gpus.source, "nvml") == 0 && nvml_loaded();
+    t->nvml = (strcmp(d->gpus.source, "nvml") == 0 && nvml_loaded()) ||
+              strcmp(d->gpus.source, "nvidia-smi") == 0;
     t->minute = daemon_now() / 60000;
     t->next_health = daemon_now() + d->cfg.health_ms;
     if (d->cfg.metrics != NULL && tel_metrics_listen(d, err) < 0)

@@ -4,6 +4,8 @@
 #include "util/xalloc.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,8 @@
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
+
+extern char **environ;
 
 int gpu_parse_fake(const char *spec, struct gpu_inventory *inv, const char **err)
 {
@@ -99,32 +103,33 @@ int gpu_parse_smi(const char *csv, struct gpu_inventory *inv, const char **err)
     return 0;
 }
 
-/* Runs nvidia-smi if it is on the PATH; its stdout (malloc'd) or NULL. */
-static char *gpu_run_smi(void)
+/* Runs nvidia-smi with one argument list if it is on the PATH; its stdout (malloc'd), or NULL.
+ * posix_spawn, not fork: the daemon calls it every sample, and a fork of the daemon copies its
+ * page tables (docs/BENCHMARKS.md). */
+static char *gpu_run_smi(const char *query, const char *format)
 {
     int fd[2];
     if (pipe2(fd, O_CLOEXEC) < 0)
         return NULL;
-    pid_t pid = fork();
-    if (pid < 0) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    char *argv[] = {"nvidia-smi", (char *)query, (char *)format, NULL};
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "nvidia-smi", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    if (rc != 0) {
         close(fd[0]);
-        close(fd[1]);
         return NULL;
     }
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, 2);
-        execlp("nvidia-smi", "nvidia-smi", "--query-gpu=index,name,uuid,memory.total",
-               "--format=csv,noheader,nounits", (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
     size_t len = 0, cap = 4096;
     char *out = xmalloc(cap);
     ssize_t r;
-    while ((r = read(fd[0], out + len, cap - len - 1)) > 0) {
+    while ((r = read(fd[0], out + len, cap - len - 1)) > 0 || (r < 0 && errno == EINTR)) {
+        if (r < 0)
+            continue;
         len += (size_t)r;
         if (cap - len < 2)
             out = xrealloc(out, cap *= 2);
@@ -132,13 +137,84 @@ static char *gpu_run_smi(void)
     out[len] = '\0';
     close(fd[0]);
     int status;
-    while (waitpid(pid, &status, 0) < 0)
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         free(out);
         return NULL;
     }
     return out;
+}
+
+/* A number from nvidia-smi, or -1 for "[N/A]", "[Not Supported]" and the like. */
+static double gpu_smi_number(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    return end != s && *trim(end) == '\0' && v >= 0 ? v : -1;
+}
+
+int gpu_parse_smi_sample(const char *gpus_csv, const char *apps_csv, const struct gpu_info *gi,
+                         struct gpu_sample *out)
+{
+    memset(out, 0, sizeof *out);
+    out->mem_used = out->mem_total = out->ecc_uncorrected = NVML_UNKNOWN_U64;
+    out->util = out->mem_util = out->temp_c = out->power_mw = -1;
+    out->nprocs = apps_csv != NULL ? 0 : -1;
+    char *copy = xstrdup(gpus_csv), *save = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *f[8], *fs = NULL;
+        int n = 0;
+        for (char *t = strtok_r(line, ",", &fs); t && n < 8; t = strtok_r(NULL, ",", &fs))
+            f[n++] = trim(t);
+        if (n < 7 || strcmp(f[0], gi->uuid) != 0)
+            continue;
+        double used = gpu_smi_number(f[1]), total = gpu_smi_number(f[2]);
+        double util = gpu_smi_number(f[3]), mem_util = gpu_smi_number(f[4]);
+        double temp = gpu_smi_number(f[5]), power = gpu_smi_number(f[6]);
+        out->ok = true;
+        out->mem_used = used >= 0 ? (uint64_t)used << 20 : NVML_UNKNOWN_U64;
+        out->mem_total = total >= 0 ? (uint64_t)total << 20 : NVML_UNKNOWN_U64;
+        out->util = (int)util;
+        out->mem_util = (int)mem_util;
+        out->temp_c = (int)temp;
+        out->power_mw = power >= 0 ? (int)(power * 1000) : -1;
+    }
+    free(copy);
+    if (apps_csv == NULL)
+        return out->ok ? 0 : -1;
+    copy = xstrdup(apps_csv);
+    save = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *f[4], *fs = NULL;
+        int n = 0;
+        for (char *t = strtok_r(line, ",", &fs); t && n < 4; t = strtok_r(NULL, ",", &fs))
+            f[n++] = trim(t);
+        double pid = n >= 3 ? gpu_smi_number(f[1]) : -1;
+        if (n < 3 || strcmp(f[0], gi->uuid) != 0 || pid <= 0 || out->nprocs == NVML_MAX_PROCS)
+            continue;
+        double mem = gpu_smi_number(f[2]);
+        out->procs[out->nprocs++] = (struct nvml_proc){
+            .pid = (unsigned)pid, .mem = mem >= 0 ? (uint64_t)mem << 20 : NVML_UNKNOWN_U64};
+    }
+    free(copy);
+    return out->ok ? 0 : -1;
+}
+
+int gpu_smi_sample(const struct gpu_inventory *inv, struct gpu_sample *out)
+{
+    char *gpus = gpu_run_smi("--query-gpu=uuid,memory.used,memory.total,utilization.gpu,"
+                             "utilization.memory,temperature.gpu,power.draw",
+                             "--format=csv,noheader,nounits");
+    char *apps = gpus ? gpu_run_smi("--query-compute-apps=gpu_uuid,pid,used_memory",
+                                    "--format=csv,noheader,nounits")
+                      : NULL;
+    for (int i = 0; i < inv->count; i++)
+        if (gpus == NULL || gpu_parse_smi_sample(gpus, apps, &inv->gpu[i], &out[i]) < 0)
+            out[i].ok = false; /* a GPU nvidia-smi no longer lists has vanished */
+    free(gpus);
+    free(apps);
+    return 0;
 }
 
 int gpu_detect(struct gpu_inventory *inv, char **err)
@@ -159,7 +235,8 @@ int gpu_detect(struct gpu_inventory *inv, char **err)
         nvml_close();
     }
     free(nvml_err);
-    char *out = gpu_run_smi();
+    char *out = gpu_run_smi("--query-gpu=index,name,uuid,memory.total",
+                            "--format=csv,noheader,nounits");
     if (out && gpu_parse_smi(out, inv, &why) == 0 && inv->count > 0) {
         free(out);
         return 0;

@@ -63,4 +63,12 @@ enum nvml_link nvml_link(int a, int b);
 /* A short name for a link level ("NVLink", "PCIe switch", …). */
 const char *nvml_link_name(enum nvml_link link);
 
+/* Without NVML, the same figures from `nvidia-smi --query-gpu=… --query-compute-apps=…` (no
+ * topology, ECC or XID): one sample per GPU of inv into out[0..count). A GPU nvidia-smi no longer
+ * lists comes back lost. gpu_parse_smi_sample parses the two CSV outputs for one GPU (apps may be
+ * NULL); it is separate for the tests. Both in gpu/gpu.c. */
+int gpu_smi_sample(const struct gpu_inventory *inv, struct gpu_sample *out);
+int gpu_parse_smi_sample(const char *gpus_csv, const char *apps_csv, const struct gpu_info *gi,
+                         struct gpu_sample *out);
+
 #endif

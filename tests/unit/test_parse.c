@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "gpu/gpu.h"
+#include "gpu/nvml.h"
 #include "util/parse.h"
 
 static void test_sizes(void **state)
@@ -154,6 +155,35 @@ static void test_nvidia_smi_output(void **state)
     assert_int_equal(gpu_parse_smi("0, x, y, [N/A]\n", &inv, &err), -1);
 }
 
+/* Without NVML: the figures from nvidia-smi's CSV, unknown where it says N/A. */
+static void test_nvidia_smi_sample(void **state)
+{
+    const char *gpus = "GPU-aa, 1024, 16384, 35, 10, 61, 250.50\n"
+                       "GPU-bb, [N/A], 16384, [Not Supported], [N/A], 40, [N/A]\n";
+    const char *apps = "GPU-aa, 4242, 900\nGPU-aa, 4243, [N/A]\nGPU-bb, 17, 10\n";
+    struct gpu_info a = {.index = 0, .uuid = "GPU-aa"}, b = {.index = 1, .uuid = "GPU-bb"},
+                    c = {.index = 2, .uuid = "GPU-cc"};
+    struct gpu_sample s;
+    assert_int_equal(gpu_parse_smi_sample(gpus, apps, &a, &s), 0);
+    assert_true(s.ok);
+    assert_true(s.mem_used == 1024ULL << 20 && s.mem_total == 16384ULL << 20);
+    assert_int_equal(s.util, 35);
+    assert_int_equal(s.mem_util, 10);
+    assert_int_equal(s.temp_c, 61);
+    assert_int_equal(s.power_mw, 250500);
+    assert_int_equal(s.nprocs, 2);
+    assert_int_equal(s.procs[0].pid, 4242);
+    assert_true(s.procs[0].mem == 900ULL << 20);
+    assert_true(s.procs[1].mem == NVML_UNKNOWN_U64);
+    assert_int_equal(gpu_parse_smi_sample(gpus, NULL, &b, &s), 0);
+    assert_true(s.mem_used == NVML_UNKNOWN_U64);
+    assert_int_equal(s.util, -1);
+    assert_int_equal(s.power_mw, -1);
+    assert_int_equal(s.nprocs, -1); /* no process list asked for: unknown */
+    assert_int_equal(gpu_parse_smi_sample(gpus, apps, &c, &s), -1); /* not listed: vanished */
+    assert_false(s.ok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +191,7 @@ int main(void)
         cmocka_unit_test(test_ints_and_ids),    cmocka_unit_test(test_backoff),
         cmocka_unit_test(test_arrays),          cmocka_unit_test(test_formatting),
         cmocka_unit_test(test_fake_gpus),       cmocka_unit_test(test_nvidia_smi_output),
+        cmocka_unit_test(test_nvidia_smi_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
