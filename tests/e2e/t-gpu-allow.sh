@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Giving drover only some GPUs: the `gpus` setting (indices or UUIDs), else the daemon's own
-# CUDA_VISIBLE_DEVICES; tasks see the machine's indices of the GPUs they got. On the fake NVML.
+# Which GPUs a task gets, on the fake NVML: only those drover is given (the `gpus` setting, by
+# index or UUID, else the daemon's own CUDA_VISIBLE_DEVICES; tasks see the machine's indices),
+# and for a multi-GPU task the closest ones by topology.
 . "$(dirname "$0")/lib.sh"
 unset DROVER_FAKE_GPUS
 : "${FAKE_NVML_DIR:?FAKE_NVML_DIR must point at the fake libnvidia-ml.so.1}"
@@ -28,6 +29,22 @@ expect_eq "$(CUDA_VISIBLE_DEVICES=1 indices)" "1" "GPUs drover uses"
 id=$("$DROVER" submit --gpus 1 -- sh -c 'echo "$CUDA_VISIBLE_DEVICES"')
 "$DROVER" wait "$id" >/dev/null
 expect_eq "$("$DROVER" logs "$id")" "1" "the task's CUDA_VISIBLE_DEVICES"
+"$DROVER" shutdown >/dev/null
+
+t "a two-GPU task gets two GPUs joined by NVLink, not the lowest free ones"
+wait_until 10 test ! -S "$DROVER_HOME/drover.sock"
+{ for g in 0 1 2 3; do echo "gpu $g name=\"Fake A100\" uuid=GPU-topo-$g mem_total=40G mem_used=0 util=0"; done
+  echo "link 0 1 nvlink"; echo "link 2 3 nvlink"
+  echo "link 0 2 socket"; echo "link 0 3 socket"; echo "link 1 2 socket"; echo "link 1 3 socket"
+} > "$FAKE_NVML_STATE"
+one=$("$DROVER" submit --gpus 1 -- sh -c "while [ ! -f $TMP/one.go ]; do sleep 0.05; done")
+wait_until 10 state_is "$one" running
+expect_eq "$(field_of "$one" '["gpus"]')" "[0]" "the one-GPU task"
+two=$("$DROVER" submit --gpus 2 -- true)
+"$DROVER" wait "$two" >/dev/null
+expect_eq "$(field_of "$two" '["gpus"]')" "[2, 3]" "the two-GPU task (1 and 2 are only on one socket)"
+touch "$TMP/one.go"
+"$DROVER" wait "$one" >/dev/null
 "$DROVER" shutdown >/dev/null
 
 t "a GPU that is not there: the daemon says so and does not start"

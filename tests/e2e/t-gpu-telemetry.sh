@@ -42,6 +42,8 @@ proc_seen() {
 gpu_of() { field_of "$1" '["gpus"][0]'; }
 attempts_are() { [ "$(field_of "$1" '["attempts"]')" = "$2" ]; }
 offline_reason_is() { [ "$(snap "print(d['gpus'][$1]['offline_reason'])")" = "$2" ]; }
+all_busy() { [ "$(snap 'print(all(g["busy"] for g in d["gpus"]))')" = True ]; }
+util_is() { [ "$(snap "print(d['gpus'][$1]['util'])")" = "$2" ]; }
 mem_used_is() { [ "$(snap "print(d['gpus'][$1]['mem_used'])")" = "$2" ]; }
 
 t "the daemon loads NVML and samples it"
@@ -94,6 +96,21 @@ G0="mem_used=0"; EXTRA=""; write_state
 expect_eq "$(gpu_of "$f")" 0 "the exclusive task took GPU 0 once it was free"
 touch "$W/e.go"
 "$DROVER" wait "$e" >/dev/null
+
+t "the utilisation rule: nothing joins a busy GPU until it quiets down"
+G0="mem_used=0 util=95"; G1="mem_used=0 util=90"; write_state
+wait_until 10 all_busy
+u=$("$DROVER" submit --gpu-mem 2G -- true)
+barrier --gpus 0
+state_is "$u" queued || fail "task $u joined a busy GPU: $(state_of "$u")"
+G0="mem_used=0 util=60"; G1="mem_used=0 util=60"; write_state   # between the marks: still busy
+wait_until 10 util_is 0 60
+barrier --gpus 0
+state_is "$u" queued || fail "task $u started above busy-low"
+G0="mem_used=0 util=40"; write_state
+"$DROVER" wait "$u" >/dev/null || fail "task $u"
+expect_eq "$(gpu_of "$u")" 0 "the GPU that quieted down"
+G0=""; G1=""; write_state
 
 t "out of GPU memory: retried with a larger claim, without using a retry"
 g=$("$DROVER" submit --gpu-mem 4G --retries 0 -- sh -c 'if [ "$DROVER_ATTEMPT" = 1 ]; then echo "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB" >&2; exit 1; fi')
