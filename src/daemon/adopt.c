@@ -1,6 +1,7 @@
 /* Learning how attempts ended — from SIGCHLD for our own supervisors, by polling the run
  * directory for supervisors adopted after a restart — and restoring core from the store. */
 #include "daemon/daemon.h"
+#include "daemon/learn.h"
 #include "exec/exec.h"
 #include "util/parse.h"
 #include "util/xalloc.h"
@@ -67,15 +68,6 @@ static enum core_outcome finish_outcome(enum exec_probe probe, const struct exec
     return CORE_OUTCOME_SUCCESS;
 }
 
-/* The claim after an out-of-memory: the peak it reached (or its claim) times the factor. */
-static uint64_t finish_oom_claim(struct daemon *d, const struct run *r, uint64_t claim)
-{
-    uint64_t base = r != NULL && r->peak > claim ? r->peak : claim;
-    uint64_t grown = (uint64_t)((double)base * d->cfg.oom_factor);
-    const uint64_t step = 256ULL << 20; /* round up to 256 MiB */
-    return (grown + step - 1) / step * step;
-}
-
 /* Records how the attempt ended and tells core. r carries what telemetry saw of it (NULL for an
  * attempt that ended while no daemon ran). */
 static void finish(struct daemon *d, struct run *r, int64_t task, int attempt,
@@ -118,15 +110,15 @@ static void finish(struct daemon *d, struct run *r, int64_t task, int attempt,
         char peak[32], grown[32];
         e->outcome = "oom";
         if (claim > 0) {
-            uint64_t next = finish_oom_claim(d, r, claim);
             uint64_t whole = d->gpus.gpu[r->placement.gpu[0]].mem_total;
+            uint64_t next = learn_oom_claim(r->peak, claim, d->cfg.oom_factor, whole);
             e->requeue = true;
-            e->new_claim = next >= whole ? 0 : next;
+            e->new_claim = next;
             snprintf(e->reason, sizeof e->reason, "out of GPU memory (peak %s); claim raised to %s",
                      r->peak ? format_size(r->peak, peak, sizeof peak) : "unknown",
                      e->new_claim ? format_size(e->new_claim, grown, sizeof grown)
                                   : "whole GPUs");
-            core_attempt_exited_oom(d->core, task, next, daemon_now(), &d->acts);
+            core_attempt_exited_oom(d->core, task, next ? next : whole, daemon_now(), &d->acts);
             return;
         }
         snprintf(e->reason, sizeof e->reason, "out of GPU memory on whole GPUs");

@@ -1,4 +1,5 @@
 /* submit, retry and gpus: the operations that build tasks or read the machine. */
+#include "daemon/learn.h"
 #include "daemon/ops.h"
 #include "util/parse.h"
 #include "util/xalloc.h"
@@ -90,19 +91,13 @@ static int submit_claim(struct daemon *d, json_t *req, struct submit *s)
         return 0;
     }
     uint64_t peak = exclusive ? 0 : store_profile_peak(d->store, s->profile);
-    if (peak == 0)
-        return 0;
-    const uint64_t step = 256ULL << 20;
-    uint64_t claim = (uint64_t)((double)peak * (100 + d->cfg.claim_margin) / 100);
-    claim = (claim + step - 1) / step * step;
     uint64_t smallest = UINT64_MAX;
     for (int g = 0; g < d->gpus.count; g++)
         if (d->gpus.gpu[g].mem_total < smallest)
             smallest = d->gpus.gpu[g].mem_total;
-    if (claim < smallest) {
-        r->gpu_mem = claim;
+    r->gpu_mem = learn_claim(peak, d->cfg.claim_margin, smallest);
+    if (r->gpu_mem > 0)
         s->rec.claim_source = "learned";
-    }
     return 0;
 }
 

@@ -7,6 +7,7 @@
  * loses at most a minute of telemetry and the task path never waits on it). It also serves
  * Prometheus /metrics when asked to. */
 #include "daemon/daemon.h"
+#include "daemon/learn.h"
 #include "daemon/metrics.h"
 #include "exec/exec.h"
 #include "gpu/nvml.h"
@@ -209,10 +210,7 @@ static void tel_gpu(struct daemon *d, int g, const struct gpu_sample *s)
         tg->ecc = s->ecc_uncorrected;
         tg->ecc_known = true;
     }
-    if (s->util >= 0 && s->util >= d->cfg.busy_high)
-        tg->busy = true;
-    else if (s->util >= 0 && s->util <= d->cfg.busy_low)
-        tg->busy = false;
+    tg->busy = learn_busy(tg->busy, s->util, d->cfg.busy_high, d->cfg.busy_low);
 }
 
 /* Matches the GPUs' processes to attempts; updates each attempt's use, peak and utilisation. */
