@@ -135,6 +135,7 @@ static void finish_run(struct daemon *d, struct run *r)
             break;
         }
     }
+    exp_run_free(r);
     free(r->run_dir);
     free(r);
 }
@@ -195,6 +196,7 @@ void daemon_reap(struct daemon *d)
     pid_t pid, pids[64];
     int status, n;
     size_t ended = 0;
+    exp_poll(d); /* what ended trials wrote last, before their runs go */
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
         ended += reap_pid(d, pid);
     while (exec_zygote_running() && (n = exec_zygote_exited(pids, 64)) != 0) {
@@ -213,6 +215,7 @@ void daemon_poll_adopted(struct daemon *d)
     struct exec_status st;
     struct run *r = d->runs, *next;
     size_t ended = 0;
+    exp_poll(d); /* trials' metrics, every poll (200 ms): early stopping acts at once */
     for (; r; r = next) {
         next = r->next;
         if (!r->child && exec_probe(r->run_dir, &st) != EXEC_RUNNING) {

@@ -41,6 +41,13 @@ struct run {
     bool stalled;               /* killed for a stall */
     bool gpu_fault;             /* killed because its GPU failed */
     char fault[64];
+    /* Experiments (daemon/experiments.c): the trial this attempt runs, and how far its
+     * metrics file and stdout have been read. */
+    bool exp_known;
+    char *exp;                  /* NULL: not a trial */
+    int trial;
+    long long metrics_off, stdout_off;
+    int64_t pattern_step;
 };
 
 struct waiter; /* a `drover wait` client: daemon/ops.c */
@@ -61,11 +68,15 @@ struct attempt_end {
 };
 
 struct telemetry; /* daemon/telemetry.c */
+struct exp_live;  /* daemon/experiments.c */
 
 struct daemon {
     char *home;
     struct daemon_config cfg;
     struct telemetry *tel;
+    struct exp_live *exps;    /* experiments with early stopping in memory */
+    char *gpu_type_names[GPU_MAX]; /* distinct GPU names; core's gpu_type is an index here */
+    int ngpu_types;
     struct store *store;
     struct core *core;
     struct core_actions acts;
@@ -134,6 +145,24 @@ json_t *telemetry_snapshot(struct daemon *d);
 /* Whether the attempt's output (the end of stderr, then stdout) reports running out of GPU
  * memory ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", …). */
 bool telemetry_oom(const char *run_dir);
+
+struct conn;
+
+/* daemon/experiments.c: `drover exp …`, metrics from trials, early stopping, the circuit
+ * breaker. */
+json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req);
+json_t *op_exp_ls(struct daemon *d, struct conn *c, json_t *req);
+json_t *op_exp_show(struct daemon *d, struct conn *c, json_t *req);
+json_t *op_exp_stop(struct daemon *d, struct conn *c, json_t *req);
+json_t *op_exp_resume(struct daemon *d, struct conn *c, json_t *req);
+/* Reads what running trials reported since the last call; stops those early stopping rules out. */
+void exp_poll(struct daemon *d);
+/* A task reached a terminal state (inside the transaction that records it). */
+void exp_task_ended(struct daemon *d, int64_t task, enum task_state state);
+void exp_run_free(struct run *r);
+void exp_free_all(struct daemon *d);
+/* The mask of GPU types whose name contains `pattern` (case-insensitive); 0 if none. */
+uint64_t daemon_gpu_types_matching(const struct daemon *d, const char *pattern);
 
 /* daemon/server.c */
 int server_listen(struct daemon *d, const char *path, char **err);

@@ -128,8 +128,16 @@ static int daemon_machine(struct daemon *d, char **err)
         d->mem = mem;
     }
     struct core_node node = {.ngpus = d->gpus.count, .cpus = d->cpus, .mem = d->mem};
-    for (int i = 0; i < d->gpus.count; i++)
+    for (int i = 0; i < d->gpus.count; i++) {
         node.gpu_mem[i] = d->gpus.gpu[i].mem_total;
+        /* GPU types by name, for templates' resources.gpu_type. */
+        int t = 0;
+        while (t < d->ngpu_types && strcmp(d->gpu_type_names[t], d->gpus.gpu[i].name) != 0)
+            t++;
+        if (t == d->ngpu_types && t < GPU_MAX)
+            d->gpu_type_names[d->ngpu_types++] = xstrdup(d->gpus.gpu[i].name);
+        node.gpu_type[i] = (uint8_t)(t < GPU_MAX ? t : 0);
+    }
     /* Multi-GPU tasks get the closest GPUs: NVML's topology between every pair. */
     uint8_t *link = NULL;
     if (strcmp(d->gpus.source, "nvml") == 0 && d->gpus.count > 1) {
@@ -167,6 +175,9 @@ static void daemon_events(struct daemon *d)
 static void daemon_free(struct daemon *d)
 {
     telemetry_stop(d);
+    exp_free_all(d);
+    for (int t = 0; t < d->ngpu_types; t++)
+        free(d->gpu_type_names[t]);
     config_free(&d->cfg);
     if (d->zygote)
         event_free(d->zygote);
@@ -182,6 +193,7 @@ static void daemon_free(struct daemon *d)
     while (d->runs) {
         struct run *r = d->runs;
         d->runs = r->next;
+        exp_run_free(r);
         free(r->run_dir);
         free(r);
     }
@@ -211,12 +223,15 @@ int daemon_main(int argc, char **argv)
     }
     policy.aging_ms = d.cfg.aging_ms;
     d.grace_ms = d.cfg.grace_ms;
-    char *runs = paths_join(d.home, "runs");
-    if (paths_mkdir_p(d.home) < 0 || paths_mkdir_p(runs) < 0) {
+    char *runs = paths_join(d.home, "runs"), *metrics = paths_join(d.home, "metrics");
+    bool made = paths_mkdir_p(d.home) == 0 && paths_mkdir_p(runs) == 0 &&
+                paths_mkdir_p(metrics) == 0;
+    free(runs);
+    free(metrics);
+    if (!made) {
         fprintf(stderr, "drover daemon: cannot create %s: %s\n", d.home, strerror(errno));
         return 1;
     }
-    free(runs);
     int lock = daemon_lock(d.home);
     if (lock < 0) {
         fprintf(stderr, "drover daemon: another daemon is running for %s\n", d.home);

@@ -285,6 +285,8 @@ static const struct op_entry {
     {"show", op_show},         {"cancel", op_cancel},   {"retry", op_retry},
     {"hold", op_hold},         {"release", op_release}, {"wait", op_wait},
     {"gpus", op_gpus},         {"drain", op_drain},     {"shutdown", op_shutdown},
+    {"exp_run", op_exp_run},   {"exp_ls", op_exp_ls},   {"exp_show", op_exp_show},
+    {"exp_stop", op_exp_stop}, {"exp_resume", op_exp_resume},
 };
 
 json_t *ops_dispatch(struct daemon *d, struct conn *c, json_t *req)

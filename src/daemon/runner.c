@@ -109,6 +109,8 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
         int rc = 0;
         if (a->type == CORE_ACT_STATE) {
             rc = store_set_state(d->store, a, apply_reason(d, a, buf, sizeof buf), now);
+            if (rc == 0 && task_state_terminal(a->state))
+                exp_task_ended(d, a->task, a->state);
         } else if (a->type == CORE_ACT_START) {
             char *dir = run_dir_for(d, a->task, a->attempt);
             struct core_placement machine = a->placement;
@@ -144,12 +146,13 @@ static char **spawn_env(struct daemon *d, json_t *env, const struct core_action 
                         json_int_t array_index, const char *ckpt)
 {
     size_t n = json_object_size(env), i = 0;
-    char **v = xcalloc(n + 8, sizeof *v);
+    char **v = xcalloc(n + 10, sizeof *v);
     const char *k;
     json_t *val;
     static const char *const ours[] = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
                                        "DROVER_TASK_ID", "DROVER_ATTEMPT",
-                                       "DROVER_CHECKPOINT_DIR", "DROVER_ARRAY_INDEX"};
+                                       "DROVER_CHECKPOINT_DIR", "DROVER_ARRAY_INDEX",
+                                       "DROVER_METRICS_FILE"};
     json_object_foreach(env, k, val) {
         bool skip = false;
         for (size_t j = 0; j < sizeof ours / sizeof ours[0]; j++)
@@ -168,6 +171,7 @@ static char **spawn_env(struct daemon *d, json_t *env, const struct core_action 
     v[i++] = xasprintf("DROVER_TASK_ID=%lld", (long long)a->task);
     v[i++] = xasprintf("DROVER_ATTEMPT=%d", a->attempt);
     v[i++] = xasprintf("DROVER_CHECKPOINT_DIR=%s", ckpt);
+    v[i++] = xasprintf("DROVER_METRICS_FILE=%s/metrics/%lld.jsonl", d->home, (long long)a->task);
     if (array_index >= 0)
         v[i++] = xasprintf("DROVER_ARRAY_INDEX=%lld", (long long)array_index);
     return v;

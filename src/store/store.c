@@ -43,6 +43,16 @@ static const char *const store_migrations[] = {
     "CREATE INDEX gpu_samples_ts ON gpu_samples(ts);"
     "CREATE TABLE gpu_minutes (ts INTEGER NOT NULL, gpu INTEGER NOT NULL, util REAL,"
     " mem_used REAL, temp REAL, power_mw REAL, n INTEGER NOT NULL, PRIMARY KEY (ts, gpu));",
+    /* Experiments (issue 5): a template's tasks, their metrics, early stopping. */
+    "CREATE TABLE experiments (name TEXT PRIMARY KEY, kind TEXT NOT NULL, spec TEXT NOT NULL,"
+    " state TEXT NOT NULL, reason TEXT, created INTEGER NOT NULL, seed INTEGER NOT NULL,"
+    " next_trial INTEGER NOT NULL, space INTEGER NOT NULL, failures INTEGER NOT NULL DEFAULT 0);"
+    "CREATE TABLE trials (exp TEXT NOT NULL REFERENCES experiments(name), trial INTEGER NOT NULL,"
+    " task_id INTEGER NOT NULL UNIQUE REFERENCES tasks(id), stage TEXT, params TEXT NOT NULL,"
+    " stopped_early INTEGER NOT NULL DEFAULT 0, stop_reason TEXT, rung INTEGER,"
+    " PRIMARY KEY (exp, task_id));"
+    "CREATE TABLE metrics (task_id INTEGER NOT NULL, step INTEGER NOT NULL, name TEXT NOT NULL,"
+    " value REAL NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (task_id, name, step));",
 };
 
 enum {

@@ -131,4 +131,33 @@ json_t *store_queued_brief(struct store *st, int limit);
 /* A task's name, or NULL (malloc'd). */
 char *store_task_name(struct store *st, int64_t id);
 
+/* ---- experiments (store/exp.c) ----------------------------------------------------------- */
+
+bool store_exp_exists(struct store *st, const char *name);
+int store_exp_insert(struct store *st, const char *name, const char *kind, const json_t *spec,
+                     int64_t seed, int64_t next_trial, int64_t space, int64_t now);
+int store_trial_insert(struct store *st, const char *exp, int trial, int64_t task,
+                       const char *stage, const json_t *params);
+/* The experiment task belongs to (malloc'd) and its trial, or NULL. */
+char *store_trial_of_task(struct store *st, int64_t task, int *trial);
+int store_metric_insert(struct store *st, int64_t task, int64_t step, const char *name,
+                        double value, int64_t now);
+int store_trial_stopped(struct store *st, int64_t task, int rung, const char *reason);
+/* state: running, paused, stopped, done, failed, passed. */
+int store_exp_set_state(struct store *st, const char *name, const char *state, const char *reason);
+/* Counts one more consecutive failure (or resets the count); returns the count, or -1. */
+int store_exp_failures(struct store *st, const char *name, bool failed);
+/* {name, kind, spec, state, reason, created, seed, next_trial, space, failures}, or NULL. */
+json_t *store_exp_get(struct store *st, const char *name);
+/* Every experiment with counts of its tasks by state. */
+json_t *store_exp_list(struct store *st);
+/* The leaderboard rows: per trial (or stage) its params, state, latest metrics, best value of
+ * `metric` (NULL: none), GPU-hours. */
+json_t *store_exp_trials(struct store *st, const char *name, const char *metric, bool maximize,
+                         int64_t now);
+/* [[trial, step, value]] of one metric over the experiment's trials, in arrival order. */
+json_t *store_exp_metric_stream(struct store *st, const char *name, const char *metric);
+/* [{step, name, value}] of a task. */
+json_t *store_task_metrics(struct store *st, int64_t task);
+
 #endif

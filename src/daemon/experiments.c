@@ -1,0 +1,692 @@
+/* Experiments in the daemon: creating an experiment's tasks in one transaction, reading what
+ * running trials report (JSON lines in $DROVER_METRICS_FILE, and log lines matched by the
+ * template's patterns), early stopping (exp/asha.c decides; here it is carried out: the trial is
+ * marked stopped early and cancelled, which sends SIGTERM so it can checkpoint, and frees its
+ * GPU for the next trial at once), and the circuit breaker (after N consecutive failed trials the
+ * experiment's waiting tasks are held until `drover exp resume`). */
+#include "daemon/daemon.h"
+#include "daemon/ops.h"
+#include "exp/asha.h"
+#include "util/xalloc.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define EXP_DEFAULT_BREAKER 2
+#define EXP_READ_MAX (1 << 20) /* bytes of new output read per trial per poll */
+
+struct exp_live {
+    char *name;
+    struct stopper *stopper;  /* NULL: no early stopping */
+    char *metric;             /* the early-stopping metric */
+    char *rung_unit;          /* the field that counts resource (default "epoch") */
+    int max_rung;             /* the resource a trial ends at (early_stopping.max_rung); 0 = ? */
+    json_t *patterns;         /* log-line patterns, or NULL */
+    bool file_metrics;
+    struct exp_live *next;
+};
+
+/* ---- the experiments' settings, loaded when first needed ----------------------------------- */
+
+static const char *exp_str(json_t *obj, const char *key, const char *fallback)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_string(v) ? json_string_value(v) : fallback;
+}
+
+static double exp_num(json_t *obj, const char *key, double fallback)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_number(v) ? json_number_value(v) : fallback;
+}
+
+/* Feeds the stopper what the experiment's trials reported before (a restarted daemon), in the
+ * order it arrived, so that it reaches the decisions it reached then. */
+static void exp_replay(struct daemon *d, struct exp_live *e)
+{
+    json_t *stream = store_exp_metric_stream(d->store, e->name, e->metric), *m;
+    size_t i;
+    struct stop_decision dec;
+    json_array_foreach(stream, i, m)
+        stopper_report(e->stopper, (int)json_integer_value(json_array_get(m, 0)),
+                       (int)json_integer_value(json_array_get(m, 1)),
+                       json_real_value(json_array_get(m, 2)), &dec);
+    json_decref(stream);
+}
+
+static struct exp_live *exp_live_get(struct daemon *d, const char *name)
+{
+    for (struct exp_live *e = d->exps; e; e = e->next)
+        if (strcmp(e->name, name) == 0)
+            return e;
+    json_t *row = store_exp_get(d->store, name);
+    if (row == NULL)
+        return NULL;
+    json_t *spec = json_object_get(row, "spec"), *es = json_object_get(spec, "early_stopping");
+    json_t *metrics = json_object_get(spec, "metrics");
+    struct exp_live *e = xcalloc(1, sizeof *e);
+    e->name = xstrdup(name);
+    e->file_metrics = !json_is_false(json_object_get(metrics, "file"));
+    json_t *patterns = json_object_get(metrics, "patterns");
+    if (json_is_array(patterns) && json_array_size(patterns) > 0)
+        e->patterns = json_incref(patterns);
+    if (json_is_object(es) && exp_str(es, "metric", NULL) != NULL) {
+        struct stop_config cfg = {
+            .rule = strcmp(exp_str(es, "type", "asha"), "median") == 0 ? STOP_MEDIAN : STOP_ASHA,
+            .maximize = strcmp(exp_str(es, "mode", "max"), "min") != 0,
+            .grace = (int)exp_num(es, "grace", 1),
+            .eta = exp_num(es, "reduction_factor", 3),
+            .max_resource = (int)exp_num(es, "max_rung", 0),
+        };
+        if (cfg.grace < 1)
+            cfg.grace = 1;
+        if (!(cfg.eta > 1))
+            cfg.eta = 3;
+        e->stopper = stopper_new(&cfg);
+        e->metric = xstrdup(exp_str(es, "metric", ""));
+        e->rung_unit = xstrdup(exp_str(es, "rung_unit", "epoch"));
+        e->max_rung = cfg.max_resource;
+        exp_replay(d, e);
+    }
+    json_decref(row);
+    e->next = d->exps;
+    d->exps = e;
+    return e;
+}
+
+void exp_free_all(struct daemon *d)
+{
+    while (d->exps) {
+        struct exp_live *e = d->exps;
+        d->exps = e->next;
+        stopper_free(e->stopper);
+        json_decref(e->patterns);
+        free(e->name);
+        free(e->metric);
+        free(e->rung_unit);
+        free(e);
+    }
+}
+
+void exp_run_free(struct run *r)
+{
+    free(r->exp);
+    r->exp = NULL;
+}
+
+/* ---- reading what trials report ------------------------------------------------------------ */
+
+/* New complete lines of path from *off on (at most EXP_READ_MAX bytes); advances *off past
+ * them. Returns a malloc'd NUL-terminated buffer, or NULL when there is nothing new. */
+static char *exp_read_new(const char *path, long long *off)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fd, &st) == 0 && st.st_size > *off) {
+        size_t want = (size_t)(st.st_size - *off);
+        if (want > EXP_READ_MAX)
+            want = EXP_READ_MAX;
+        buf = xmalloc(want + 1);
+        ssize_t n = pread(fd, buf, want, *off);
+        if (n <= 0) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf[n] = '\0';
+            char *last = strrchr(buf, '\n');
+            if (last == NULL && (size_t)n < EXP_READ_MAX) {
+                free(buf); /* no complete line yet */
+                buf = NULL;
+            } else {
+                size_t used = last ? (size_t)(last - buf) + 1 : (size_t)n;
+                buf[used] = '\0';
+                *off += (long long)used;
+            }
+        }
+    }
+    close(fd);
+    return buf;
+}
+
+/* Records one value; for the early-stopping metric, asks the stopper and stops the trial when it
+ * says so. Returns whether the trial was stopped. */
+static bool exp_value(struct daemon *d, struct exp_live *e, struct run *r, int64_t step,
+                      const char *name, double value)
+{
+    if (!isfinite(value))
+        return false;
+    store_metric_insert(d->store, r->task, step, name, value, daemon_now());
+    if (e->stopper == NULL || strcmp(name, e->metric) != 0)
+        return false;
+    /* A trial already stopped (cancelled, its process not yet gone) is not decided again. */
+    if (core_task_state(d->core, r->task) != TASK_RUNNING)
+        return false;
+    struct stop_decision dec;
+    stopper_report(e->stopper, r->trial, (int)step, value, &dec);
+    /* At the last rung the trial is finishing anyway: nothing to stop. */
+    if (!dec.stop || (e->max_rung > 0 && step >= e->max_rung))
+        return false;
+    char why[160];
+    snprintf(why, sizeof why, "rung %d (%s %lld): %s %.6g, the rung needed %.6g", dec.rung,
+             e->rung_unit, (long long)step, name, value, dec.cutoff);
+    store_trial_stopped(d->store, r->task, dec.rung, why);
+    const char *err;
+    core_cancel(d->core, r->task, daemon_now(), &d->acts, &err);
+    fprintf(stderr, "drover daemon: experiment %s trial %d (task %lld): %s\n", e->name, r->trial,
+            (long long)r->task, why);
+    return true;
+}
+
+/* One JSON line: every numeric field but the step is a metric at that step. */
+static bool exp_json_line(struct daemon *d, struct exp_live *e, struct run *r, const char *line,
+                          int64_t *counter)
+{
+    json_t *obj = json_loads(line, JSON_DISABLE_EOF_CHECK, NULL);
+    if (!json_is_object(obj)) {
+        json_decref(obj);
+        return false;
+    }
+    const char *unit = e->rung_unit ? e->rung_unit : "epoch";
+    json_t *s = json_object_get(obj, unit);
+    if (!json_is_number(s))
+        s = json_object_get(obj, "step");
+    int64_t step = json_is_number(s) ? (int64_t)json_number_value(s) : ++*counter;
+    const char *key;
+    json_t *v;
+    bool stopped = false;
+    json_object_foreach(obj, key, v) {
+        if (!json_is_number(v) || strcmp(key, "step") == 0 || strcmp(key, unit) == 0)
+            continue;
+        stopped |= exp_value(d, e, r, step, key, json_number_value(v));
+    }
+    json_decref(obj);
+    return stopped;
+}
+
+/* Matches pattern ("loss: {value}", "{name}={value}") somewhere in line. */
+static bool exp_match(const char *pattern, const char *line, char *name, size_t name_len,
+                      double *value)
+{
+    const char *vp = strstr(pattern, "{value}"), *np = strstr(pattern, "{name}");
+    if (vp == NULL)
+        return false;
+    if (np == NULL) {
+        /* The name is the pattern's leading identifier. */
+        size_t n = 0;
+        while (pattern[n] && (isalnum((unsigned char)pattern[n]) || pattern[n] == '_') &&
+               n + 1 < name_len)
+            n++;
+        memcpy(name, pattern, n);
+        name[n] = '\0';
+        size_t lit = (size_t)(vp - pattern);
+        for (const char *at = line; *at; at++) {
+            if (strncmp(at, pattern, lit) != 0)
+                continue;
+            char *end;
+            *value = strtod(at + lit, &end);
+            if (end != at + lit && n > 0)
+                return true;
+        }
+        return false;
+    }
+    /* {name}SEP{value}: an identifier, the separator, a number. */
+    if (np > vp)
+        return false;
+    const char *sep = np + 6;
+    size_t seplen = (size_t)(vp - sep);
+    for (const char *at = line; *at; at++) {
+        if (!(isalpha((unsigned char)*at) || *at == '_') ||
+            (at > line && (isalnum((unsigned char)at[-1]) || at[-1] == '_')))
+            continue;
+        size_t n = 0;
+        while (isalnum((unsigned char)at[n]) || at[n] == '_' || at[n] == '.')
+            n++;
+        if (n == 0 || n >= name_len || strncmp(at + n, sep, seplen) != 0)
+            continue;
+        char *end;
+        *value = strtod(at + n + seplen, &end);
+        if (end == at + n + seplen)
+            continue;
+        memcpy(name, at, n);
+        name[n] = '\0';
+        return true;
+    }
+    return false;
+}
+
+static bool exp_log_lines(struct daemon *d, struct exp_live *e, struct run *r, char *text)
+{
+    bool stopped = false;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line && !stopped;
+         line = strtok_r(NULL, "\n", &save)) {
+        json_t *p;
+        size_t i;
+        json_array_foreach(e->patterns, i, p) {
+            char name[64];
+            double value;
+            if (json_is_string(p) &&
+                exp_match(json_string_value(p), line, name, sizeof name, &value)) {
+                r->pattern_step++;
+                stopped |= exp_value(d, e, r, r->pattern_step, name, value);
+            }
+        }
+    }
+    return stopped;
+}
+
+void exp_poll(struct daemon *d)
+{
+    bool begun = false;
+    for (struct run *r = d->runs; r; r = r->next) {
+        if (!r->exp_known) {
+            r->exp_known = true;
+            r->exp = store_trial_of_task(d->store, r->task, &r->trial);
+        }
+        struct exp_live *e = r->exp ? exp_live_get(d, r->exp) : NULL;
+        if (e == NULL)
+            continue;
+        char *path = xasprintf("%s/metrics/%lld.jsonl", d->home, (long long)r->task);
+        char *text = e->file_metrics ? exp_read_new(path, &r->metrics_off) : NULL;
+        free(path);
+        char *out = NULL;
+        if (e->patterns) {
+            path = xasprintf("%s/stdout", r->run_dir);
+            out = exp_read_new(path, &r->stdout_off);
+            free(path);
+        }
+        if (text == NULL && out == NULL)
+            continue;
+        if (!begun) {
+            store_begin(d->store);
+            begun = true;
+        }
+        int64_t counter = r->metrics_off;
+        char *save = NULL;
+        bool stopped = false;
+        for (char *line = text ? strtok_r(text, "\n", &save) : NULL; line && !stopped;
+             line = strtok_r(NULL, "\n", &save))
+            stopped |= exp_json_line(d, e, r, line, &counter);
+        if (out && !stopped)
+            exp_log_lines(d, e, r, out);
+        free(text);
+        free(out);
+    }
+    if (!begun)
+        return;
+    /* Metrics and any early stops in one commit; the cancels are carried out after it. */
+    if (daemon_apply_txn(d) < 0)
+        event_base_loopexit(d->base, NULL);
+}
+
+/* ---- trials that end: the circuit breaker, the experiment's end ---------------------------- */
+
+static int exp_live_tasks(struct daemon *d, const char *name, int64_t **ids, size_t *n)
+{
+    json_t *trials = store_exp_trials(d->store, name, NULL, true, daemon_now()), *t;
+    size_t i;
+    *n = 0;
+    *ids = xcalloc(json_array_size(trials) + 1, sizeof **ids);
+    json_array_foreach(trials, i, t) {
+        int64_t id = json_integer_value(json_object_get(t, "task"));
+        int state = core_task_state(d->core, id);
+        if (state >= 0 && !task_state_terminal((enum task_state)state))
+            (*ids)[(*n)++] = id;
+    }
+    json_decref(trials);
+    return 0;
+}
+
+void exp_task_ended(struct daemon *d, int64_t task, enum task_state state)
+{
+    int trial;
+    char *name = store_trial_of_task(d->store, task, &trial);
+    if (name == NULL)
+        return;
+    json_t *row = store_exp_get(d->store, name);
+    const char *exp_state = json_string_value(json_object_get(row, "state"));
+    bool failed = state == TASK_FAILED || state == TASK_TIMED_OUT;
+    if (failed || state == TASK_SUCCEEDED) {
+        int n = store_exp_failures(d->store, name, failed);
+        json_t *cb = json_object_get(json_object_get(row, "spec"), "circuit_breaker");
+        int limit = (int)exp_num(cb, "failures", EXP_DEFAULT_BREAKER);
+        if (failed && limit > 0 && n >= limit && exp_state && strcmp(exp_state, "running") == 0) {
+            char why[200];
+            snprintf(why, sizeof why, "paused after %d consecutive trial failures (the last: task"
+                                      " %lld, %s); drover exp resume %s", n, (long long)task,
+                     task_state_name(state), name);
+            store_exp_set_state(d->store, name, "paused", why);
+            int64_t *ids;
+            size_t nids;
+            exp_live_tasks(d, name, &ids, &nids);
+            for (size_t i = 0; i < nids; i++) {
+                const char *err;
+                int st = core_task_state(d->core, ids[i]);
+                if (st == TASK_QUEUED || st == TASK_PENDING || st == TASK_RETRYING)
+                    core_hold(d->core, ids[i], daemon_now(), &d->acts, &err);
+            }
+            free(ids);
+            fprintf(stderr, "drover daemon: experiment %s %s\n", name, why);
+        }
+    }
+    int64_t *ids;
+    size_t nids;
+    exp_live_tasks(d, name, &ids, &nids);
+    free(ids);
+    if (nids == 0 && exp_state && strcmp(exp_state, "running") == 0)
+        store_exp_set_state(d->store, name, "done", NULL);
+    json_decref(row);
+    free(name);
+}
+
+/* ---- operations ---------------------------------------------------------------------------- */
+
+uint64_t daemon_gpu_types_matching(const struct daemon *d, const char *pattern)
+{
+    uint64_t mask = 0;
+    for (int t = 0; t < d->ngpu_types; t++)
+        if (strcasestr(d->gpu_type_names[t], pattern) != NULL)
+            mask |= 1ULL << t;
+    return mask;
+}
+
+/* Checks one task of an exp_run request and fills rec; returns NULL or an error reply. */
+static json_t *exp_task_record(struct daemon *d, json_t *task, json_t *base_env,
+                               const char *workdir, struct task_record *rec)
+{
+    json_t *err = NULL, *cmd = json_object_get(task, "command"), *env = json_object_get(task, "env");
+    long long v[6];
+    memset(rec, 0, sizeof *rec);
+    if (!json_is_string(json_object_get(task, "name")) || !json_is_array(cmd) ||
+        json_array_size(cmd) == 0 || (env && !json_is_object(env)))
+        return reply_error(2, "each task needs a name, a command and an env object");
+    size_t i;
+    json_t *a;
+    json_array_foreach(cmd, i, a) {
+        if (!json_is_string(a) || (i == 0 && json_string_length(a) == 0))
+            return reply_error(2, "a task's command must be an array of strings");
+    }
+    if (ops_get_int(task, "gpus", 0, CORE_MAX_NODE_GPUS, 0, &v[0], &err) < 0 ||
+        ops_get_int(task, "gpu_mem", 0, INT64_MAX, 0, &v[1], &err) < 0 ||
+        ops_get_int(task, "cpus", 0, 1000000, 0, &v[2], &err) < 0 ||
+        ops_get_int(task, "mem", 0, INT64_MAX, 0, &v[3], &err) < 0 ||
+        ops_get_int(task, "timeout_ms", 0, INT64_MAX / 4, 0, &v[4], &err) < 0 ||
+        ops_get_int(task, "retries", 0, 1000, 0, &v[5], &err) < 0)
+        return err;
+    struct core_task_spec *sp = &rec->spec;
+    sp->req = (struct core_request){.gpus = (int)v[0], .gpu_mem = (uint64_t)v[1],
+                                    .cpus = (int)v[2], .mem = (uint64_t)v[3],
+                                    .time_limit = v[4]};
+    if (sp->req.gpu_mem > 0 && sp->req.gpus == 0)
+        sp->req.gpus = 1;
+    const char *type = exp_str(task, "gpu_type", NULL);
+    if (type != NULL) {
+        sp->req.gpu_types = daemon_gpu_types_matching(d, type);
+        if (sp->req.gpu_types == 0)
+            return reply_error(2, "task %s: no GPU here matches gpu_type '%s'",
+                               json_string_value(json_object_get(task, "name")), type);
+    }
+    sp->max_retries = (int)v[5];
+    json_t *backoff = json_object_get(task, "backoff");
+    json_array_foreach(backoff, i, a) {
+        if (json_is_integer(a) && json_integer_value(a) >= 0 && sp->nbackoff < CORE_MAX_BACKOFF)
+            sp->backoff[sp->nbackoff++] = json_integer_value(a);
+    }
+    const char *why;
+    if (core_check_request(d->core, &sp->req, &why) < 0)
+        return reply_error(2, "task %s: %s", json_string_value(json_object_get(task, "name")),
+                           why);
+    json_t *merged = json_deep_copy(base_env);
+    const char *k;
+    json_object_foreach(env, k, a) {
+        if (!json_is_string(a))
+            goto badenv;
+        json_object_set(merged, k, a);
+    }
+    rec->name = json_string_value(json_object_get(task, "name"));
+    rec->command = cmd;
+    rec->workdir = workdir;
+    rec->env = merged;
+    rec->array_index = -1;
+    if (sp->req.gpus > 0 && sp->req.gpu_mem > 0)
+        rec->claim_source = "declared";
+    return NULL;
+badenv:
+    json_decref(merged);
+    return reply_error(2, "a task's env must map names to strings");
+}
+
+/* The order to create tasks in: each after the tasks it needs. -1 on an unknown name or a
+ * cycle. */
+static int exp_order(json_t *tasks, size_t *order, char **why)
+{
+    size_t n = json_array_size(tasks), done = 0;
+    bool *placed = xcalloc(n + 1, sizeof *placed);
+    while (done < n) {
+        bool progress = false;
+        for (size_t i = 0; i < n; i++) {
+            if (placed[i])
+                continue;
+            json_t *needs = json_object_get(json_array_get(tasks, i), "needs"), *nd;
+            size_t k;
+            bool ready = true;
+            json_array_foreach(needs, k, nd) {
+                bool found = false;
+                for (size_t j = 0; j < n; j++)
+                    if (json_equal(json_object_get(json_array_get(tasks, j), "name"), nd)) {
+                        found = true;
+                        ready &= placed[j];
+                    }
+                if (!found) {
+                    *why = xasprintf("task %s needs unknown task %s",
+                                     exp_str(json_array_get(tasks, i), "name", "?"),
+                                     json_is_string(nd) ? json_string_value(nd) : "?");
+                    free(placed);
+                    return -1;
+                }
+            }
+            if (ready) {
+                placed[i] = true;
+                order[done++] = i;
+                progress = true;
+            }
+        }
+        if (!progress) {
+            *why = xstrdup("the tasks' needs form a cycle");
+            free(placed);
+            return -1;
+        }
+    }
+    free(placed);
+    return 0;
+}
+
+json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
+{
+    const char *name = exp_str(req, "name", NULL), *kind = exp_str(req, "kind", NULL);
+    const char *workdir = exp_str(req, "workdir", NULL);
+    json_t *spec = json_object_get(req, "spec"), *tasks = json_object_get(req, "tasks");
+    json_t *env = json_object_get(req, "env"), *reply = NULL;
+    long long parallel, space, seed;
+    if (name == NULL || kind == NULL || !json_is_object(spec) || !json_is_array(tasks) ||
+        json_array_size(tasks) == 0 || json_array_size(tasks) > 100000 || workdir == NULL ||
+        workdir[0] != '/' || !json_is_object(env))
+        return reply_error(2, "exp_run needs name, kind, spec, tasks, an absolute workdir, env");
+    if (strcmp(kind, "Experiment") != 0 && strcmp(kind, "Pipeline") != 0)
+        return reply_error(2, "kind must be Experiment or Pipeline");
+    if (ops_get_int(req, "parallel", 0, 1000000, 0, &parallel, &reply) < 0 ||
+        ops_get_int(req, "space", 0, INT64_MAX, 0, &space, &reply) < 0 ||
+        ops_get_int(req, "seed", 0, UINT32_MAX, 0, &seed, &reply) < 0)
+        return reply;
+    if (store_exp_exists(d->store, name))
+        return reply_error(2, "experiment %s exists already (give another metadata.name, or"
+                              " --set metadata.name=…)", name);
+    size_t n = json_array_size(tasks);
+    size_t *order = xcalloc(n, sizeof *order);
+    struct task_record *recs = xcalloc(n, sizeof *recs);
+    int64_t *ids = xcalloc(n, sizeof *ids);
+    char *why = NULL;
+    if (exp_order(tasks, order, &why) < 0) {
+        reply = reply_error(2, "%s", why);
+        free(why);
+        goto out;
+    }
+    for (size_t i = 0; i < n && reply == NULL; i++)
+        reply = exp_task_record(d, json_array_get(tasks, i), env, workdir, &recs[i]);
+    if (reply != NULL)
+        goto out;
+    bool sweep = strcmp(kind, "Experiment") == 0 && parallel > 0 && n > 1;
+    core_time now = daemon_now();
+    store_begin(d->store);
+    if (store_exp_insert(d->store, name, kind, spec, seed, (int64_t)n, space, now) < 0)
+        goto store_fail;
+    struct core_dep *deps = xcalloc(n + 1, sizeof *deps);
+    for (size_t o = 0; o < n; o++) {
+        size_t i = order[o];
+        json_t *task = json_array_get(tasks, i), *nd;
+        size_t k, nd_count = 0;
+        json_array_foreach(json_object_get(task, "needs"), k, nd)
+            for (size_t j = 0; j < n; j++)
+                if (json_equal(json_object_get(json_array_get(tasks, j), "name"), nd))
+                    deps[nd_count++] = (struct core_dep){ids[j], DEP_AFTER_OK, -1};
+        recs[i].spec.deps = deps;
+        recs[i].spec.ndeps = nd_count;
+        recs[i].spec.submit_time = now;
+        recs[i].array_index = sweep ? (int64_t)i : -1;
+        recs[i].spec.array_limit = sweep ? (int)parallel : 0;
+        if (store_insert_task(d->store, &recs[i]) < 0) {
+            free(deps);
+            goto store_fail;
+        }
+        ids[i] = recs[i].spec.id;
+        json_t *trial = json_object_get(task, "trial");
+        json_t *params = json_object_get(task, "params");
+        if (store_trial_insert(d->store, name, json_is_integer(trial) ? (int)json_integer_value(trial) : (int)i,
+                               ids[i], strcmp(kind, "Pipeline") == 0 ? recs[i].name : NULL,
+                               json_is_object(params) ? params : json_object()) < 0) {
+            free(deps);
+            goto store_fail;
+        }
+    }
+    if (sweep && store_set_array(d->store, ids[order[0]], ids[order[n - 1]]) < 0) {
+        free(deps);
+        goto store_fail;
+    }
+    for (size_t o = 0; o < n; o++) {
+        size_t i = order[o];
+        json_t *task = json_array_get(tasks, i), *nd;
+        size_t k, nd_count = 0;
+        json_array_foreach(json_object_get(task, "needs"), k, nd)
+            for (size_t j = 0; j < n; j++)
+                if (json_equal(json_object_get(json_array_get(tasks, j), "name"), nd))
+                    deps[nd_count++] = (struct core_dep){ids[j], DEP_AFTER_OK, -1};
+        recs[i].spec.deps = deps;
+        recs[i].spec.ndeps = nd_count;
+        recs[i].spec.array_id = sweep ? ids[order[0]] : 0;
+        if (core_submit(d->core, &recs[i].spec, now, &d->acts) < 0)
+            fatalx("core refused experiment task %lld that the store accepted",
+                   (long long)ids[i]);
+    }
+    free(deps);
+    core_schedule(d->core, daemon_now(), &d->acts);
+    if (daemon_apply_txn(d) < 0) {
+        reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));
+        d->stopping = true;
+        goto out;
+    }
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(list, json_integer(ids[i]));
+    reply = json_pack("{s:b,s:s,s:o}", "ok", 1, "name", name, "ids", list);
+    goto out;
+store_fail:
+    reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));
+    store_rollback(d->store);
+out:
+    for (size_t i = 0; i < n; i++)
+        json_decref(recs[i].env);
+    free(recs);
+    free(order);
+    free(ids);
+    return reply;
+}
+
+json_t *op_exp_ls(struct daemon *d, struct conn *c, json_t *req)
+{
+    return json_pack("{s:b,s:o}", "ok", 1, "experiments", store_exp_list(d->store));
+}
+
+json_t *op_exp_show(struct daemon *d, struct conn *c, json_t *req)
+{
+    const char *name = exp_str(req, "name", NULL);
+    if (name == NULL)
+        return reply_error(2, "exp_show needs a name");
+    json_t *e = store_exp_get(d->store, name);
+    if (e == NULL)
+        return reply_error(2, "no experiment %s", name);
+    json_t *spec = json_object_get(e, "spec");
+    json_t *es = json_object_get(spec, "early_stopping"), *val = json_object_get(spec, "validation");
+    const char *metric = exp_str(es, "metric", exp_str(val, "metric", NULL));
+    const char *mode = exp_str(es, "metric", NULL) ? exp_str(es, "mode", "max")
+                                                   : exp_str(val, "mode", "max");
+    bool maximize = strcmp(mode, "min") != 0;
+    json_object_set_new(e, "metric", metric ? json_string(metric) : json_null());
+    json_object_set_new(e, "mode", json_string(maximize ? "max" : "min"));
+    json_object_set_new(e, "trials", store_exp_trials(d->store, name, metric, maximize,
+                                                      daemon_now()));
+    json_object_set_new(e, "ok", json_true());
+    return e;
+}
+
+static json_t *exp_each_task(struct daemon *d, json_t *req, bool stop)
+{
+    const char *name = exp_str(req, "name", NULL);
+    if (name == NULL)
+        return reply_error(2, "needs an experiment name");
+    json_t *e = store_exp_get(d->store, name);
+    if (e == NULL)
+        return reply_error(2, "no experiment %s", name);
+    json_decref(e);
+    int64_t *ids;
+    size_t n, changed = 0;
+    exp_live_tasks(d, name, &ids, &n);
+    store_begin(d->store);
+    for (size_t i = 0; i < n; i++) {
+        const char *err;
+        int st = core_task_state(d->core, ids[i]);
+        int rc = stop ? core_cancel(d->core, ids[i], daemon_now(), &d->acts, &err)
+             : st == TASK_HELD ? core_release(d->core, ids[i], daemon_now(), &d->acts, &err)
+                               : -1;
+        changed += rc == 0;
+    }
+    free(ids);
+    if (store_exp_set_state(d->store, name, stop ? "stopped" : "running",
+                            stop ? "stopped by user" : NULL) < 0 ||
+        (!stop && store_exp_failures(d->store, name, false) < 0)) {
+        store_rollback(d->store);
+        return reply_error(1, "cannot record it: %s", store_error(d->store));
+    }
+    core_schedule(d->core, daemon_now(), &d->acts);
+    if (daemon_apply_txn(d) < 0)
+        return reply_error(1, "the daemon could not commit it");
+    return json_pack("{s:b,s:I}", "ok", 1, "tasks", (json_int_t)changed);
+}
+
+json_t *op_exp_stop(struct daemon *d, struct conn *c, json_t *req)
+{
+    return exp_each_task(d, req, true);
+}
+
+json_t *op_exp_resume(struct daemon *d, struct conn *c, json_t *req)
+{
+    return exp_each_task(d, req, false);
+}

@@ -1,0 +1,102 @@
+/* exp/template.h — experiment templates: YAML in, checked, substituted and expanded into the
+ * tasks an experiment runs. Pure apart from reading the file: no daemon, no store.
+ *
+ *   apiVersion: drover/v1          (any "…/v1")
+ *   kind: Experiment | Pipeline
+ *   metadata: { name: NAME }       (letters, digits, '.', '_', '-'; at most 64)
+ *   spec:
+ *     model, data, hyperparameters: free mappings (any keys), for ${…} and the leaderboard
+ *     resources: { gpu_type: STR, gpu_count: INT >= 0, gpu_memory: SIZE, memory: SIZE, cpus: INT }
+ *     command: [STR, …]            (Experiment: required)
+ *     env: { NAME: STR }
+ *     sweep: { method: grid | random, parameters: { PATH: SPEC }, max_trials: INT,
+ *              parallel: INT, seed: INT }
+ *        PATH is a dotted spec path such as hyperparameters.learning_rate; SPEC is a list of values,
+ *        or { min, max, step } (a range, grid only or sampled uniformly on the grid for random),
+ *        or { distribution: uniform | log_uniform | int_uniform, min, max } (random only)
+ *     early_stopping: { type: asha | median, metric: STR, mode: max | min, rung_unit: STR
+ *                       (default epoch), grace: INT (default 1), reduction_factor: NUM (default 3),
+ *                       max_rung: INT }
+ *     metrics: { file: BOOL (default true), patterns: [ "loss: {value}", "{name}={value}" … ] }
+ *     validation: { metric: STR, mode: max | min, baseline: NUM | { experiment: NAME },
+ *                   improvement: "2%" | NUM, max_epoch_time: DURATION, min_gpu_util: NUM }
+ *     retry: INT | { attempts: INT, backoff: [DURATION…] }
+ *     timeout: DURATION
+ *     circuit_breaker: { failures: INT (default 2) }
+ *     generator: { command: [STR, …] }
+ *     stages: [ { name: STR, command: [STR…], resources: {…}, needs: [STR…], env, timeout,
+ *                 retry } ]        (Pipeline: required; Experiment: not allowed)
+ *
+ * `${a.b.c}` in any string of the spec is replaced by the value at spec path a.b.c (after the
+ * sweep's values for the trial are set); `$${` is a literal `${`. `--set a.b=VALUE` overrides a
+ * spec value before anything else (VALUE is read as a YAML scalar: 0.01 is a number, true a
+ * bool).
+ *
+ * Every error is one line "FILE:LINE:COLUMN: what is wrong" (the position of the offending node;
+ * for --set, "--set a.b=v: what"), e.g. an unknown key names the nearest valid one
+ * ("unknown key 'learning_rat' in sweep.parameters … did you mean 'learning_rate'?").
+ */
+#ifndef DROVER_EXP_TEMPLATE_H
+#define DROVER_EXP_TEMPLATE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum exp_kind { EXP_EXPERIMENT, EXP_PIPELINE };
+
+/* One task the experiment creates: a trial of an Experiment, or a stage of a Pipeline. */
+struct exp_task {
+    char *name;           /* "NAME-t3" for trial 3, the stage name for a pipeline */
+    int trial;            /* 0-based trial index; -1 for a pipeline stage */
+    json_t *params;       /* the swept values, {"hyperparameters.learning_rate": 0.01}; {} if none */
+    char **argv;          /* substituted command, NULL-terminated */
+    char **env;           /* "K=V" (substituted), NULL-terminated; may be empty */
+    int gpus;
+    uint64_t gpu_mem;     /* resources.gpu_memory, bytes; 0 = whole GPUs */
+    char *gpu_type;       /* resources.gpu_type, or NULL */
+    uint64_t mem;         /* resources.memory (host), bytes; 0 = not given */
+    int cpus;             /* 0 = not given */
+    int64_t timeout_ms;   /* 0 = none */
+    int retries;
+    int64_t backoff_ms[8];
+    int nbackoff;
+    char **needs;         /* names of stages it depends on (pipeline), NULL-terminated */
+};
+
+struct exp_def {
+    enum exp_kind kind;
+    char *name;
+    json_t *spec;         /* the whole spec after --set (not substituted), for the store */
+    struct exp_task *tasks;
+    size_t ntasks;
+    int parallel;         /* sweep.parallel: at most this many trials at once; 0 = no limit */
+    size_t space;         /* grid: the number of configurations; random: max_trials */
+    json_t *early_stopping, *validation, *metrics, *generator, *circuit_breaker; /* or NULL;
+                                                                                   * borrowed from spec */
+};
+
+/* Reads, checks and expands path. sets[] are "a.b=value" overrides. seed: for random sweeps
+ * without sweep.seed. Returns 0, or -1 with *err (malloc'd, one line). Nothing partial is
+ * returned on error. */
+int exp_load(const char *path, char *const *sets, size_t nsets, unsigned seed,
+             struct exp_def **out, char **err);
+void exp_def_free(struct exp_def *def);
+
+/* The tasks of trials [first, first + n) of a sweep whose spec is `spec` (as stored): the
+ * generator and the "next round" use it. Grid: configurations in order; random: drawn with the
+ * seed. Returns 0, or -1 with *err. */
+int exp_trials(const json_t *spec, const char *name, size_t first, size_t n, unsigned seed,
+               struct exp_task **out, size_t *nout, char **err);
+/* One trial from explicit parameter values ({"hyperparameters.lr": 0.1, …}), for a generator's
+ * proposals. */
+int exp_trial_from(const json_t *spec, const char *name, int trial, const json_t *params,
+                   struct exp_task *out, char **err);
+void exp_task_clear(struct exp_task *task);
+
+/* What --dry-run prints: one block per task (name, resources, needs, argv, params). */
+void exp_print_tasks(const struct exp_def *def, FILE *fp);
+
+#endif

@@ -1,0 +1,412 @@
+/* exp/yaml.c — YAML into a jansson tree for exp/template.c, remembering where every node was so
+ * that each later error can name FILE:LINE:COLUMN. libyaml's event API drives a recursive builder;
+ * its document API would keep positions too, but it resolves aliases silently, and we reject them.
+ *
+ * What this reader accepts is deliberately a subset: one document, no anchors or aliases, no
+ * tags other than the standard str/map/seq ones, scalar keys, no duplicate keys. Plain scalars
+ * resolve as in YAML 1.2's core schema (null/~, true/false, ints incl. 0x/0o, floats incl. 1e-3);
+ * quoted and block scalars are always strings. The yes/no/on/off booleans of YAML 1.1 are not
+ * recognised: `country: no` stays a string. */
+#include "util/xalloc.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+/* Deeper than any template needs; keeps a hostile file from exhausting the stack. */
+#define YAML_MAX_DEPTH 64
+
+/* There is no exp/yaml.h: exp/template.c, the only user, declares these two. */
+int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_keys, char **err);
+int exp_yaml_scalar(const char *text, json_t **out, char **err);
+
+struct yaml_reader {
+    yaml_parser_t parser;
+    const char *file;  /* NULL for a --set value: errors then carry no position */
+    json_t *where;     /* path -> "FILE:L:C" of the node, or NULL */
+    json_t *where_keys; /* path -> "FILE:L:C" of the key that names the node, or NULL */
+    char *err;
+};
+
+static char *yaml_location(const struct yaml_reader *reader, yaml_mark_t mark)
+{
+    return xasprintf("%s:%zu:%zu", reader->file, mark.line + 1, mark.column + 1);
+}
+
+/* Records the first error only; always returns -1. */
+static int yaml_fail(struct yaml_reader *reader, yaml_mark_t mark, const char *fmt, ...)
+{
+    if (reader->err != NULL)
+        return -1;
+    va_list ap;
+    char *msg;
+    va_start(ap, fmt);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        fatalx("out of memory");
+    va_end(ap);
+    if (reader->file != NULL) {
+        char *loc = yaml_location(reader, mark);
+        reader->err = xasprintf("%s: %s", loc, msg);
+        free(loc);
+        free(msg);
+    } else {
+        reader->err = msg;
+    }
+    return -1;
+}
+
+static int yaml_next(struct yaml_reader *reader, yaml_event_t *event)
+{
+    yaml_parser_t *parser = &reader->parser;
+    if (yaml_parser_parse(parser, event))
+        return 0;
+    /* A reader error (bad encoding) has no problem_mark; the parser's own mark is close. */
+    yaml_mark_t mark = parser->error == YAML_READER_ERROR ? parser->mark : parser->problem_mark;
+    const char *problem = parser->problem != NULL ? parser->problem : "cannot parse";
+    if (parser->context != NULL)
+        return yaml_fail(reader, mark, "YAML syntax error: %s (%s at line %zu)", problem,
+                         parser->context, parser->context_mark.line + 1);
+    return yaml_fail(reader, mark, "YAML syntax error: %s", problem);
+}
+
+static void yaml_remember(json_t *map, const struct yaml_reader *reader, const char *path,
+                          yaml_mark_t mark)
+{
+    if (map == NULL)
+        return;
+    char *location = yaml_location(reader, mark);
+    json_object_set_new(map, path, json_string(location));
+    free(location);
+}
+
+static bool yaml_all(const char *s, const char *set)
+{
+    return *s != '\0' && s[strspn(s, set)] == '\0';
+}
+
+/* A plain scalar by the core schema; anything that is not null, bool or a finite number is a
+ * string. */
+static json_t *yaml_plain(const char *s)
+{
+    static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
+    static const char *const trues[] = {"true", "True", "TRUE"};
+    static const char *const falses[] = {"false", "False", "FALSE"};
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
+        if (strcmp(s, nulls[i]) == 0)
+            return json_null();
+    for (size_t i = 0; i < 3; i++) {
+        if (strcmp(s, trues[i]) == 0)
+            return json_true();
+        if (strcmp(s, falses[i]) == 0)
+            return json_false();
+    }
+    const char *digits = s + (*s == '-' || *s == '+');
+    char *end;
+    errno = 0;
+    if (yaml_all(digits, "0123456789")) {
+        long long v = strtoll(s, &end, 10);
+        if (errno == 0)
+            return json_integer(v);
+    } else if (strncmp(s, "0x", 2) == 0 && yaml_all(s + 2, "0123456789abcdefABCDEF")) {
+        long long v = strtoll(s + 2, &end, 16);
+        if (errno == 0)
+            return json_integer(v);
+        return json_string(s);
+    } else if (strncmp(s, "0o", 2) == 0 && yaml_all(s + 2, "01234567")) {
+        long long v = strtoll(s + 2, &end, 8);
+        if (errno == 0)
+            return json_integer(v);
+        return json_string(s);
+    }
+    /* [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?, or an int too large for int64. */
+    const char *p = digits;
+    size_t whole = strspn(p, "0123456789");
+    p += whole;
+    size_t fraction = 0;
+    if (*p == '.') {
+        p++;
+        fraction = strspn(p, "0123456789");
+        p += fraction;
+    }
+    if (whole == 0 && fraction == 0)
+        return json_string(s);
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        p += (*p == '-' || *p == '+');
+        size_t exponent = strspn(p, "0123456789");
+        if (exponent == 0)
+            return json_string(s);
+        p += exponent;
+    }
+    if (*p != '\0')
+        return json_string(s);
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end != '\0' || !isfinite(v))
+        return json_string(s); /* 1e999: a number we cannot hold is kept as the user wrote it */
+    return json_real(v);
+}
+
+static json_t *yaml_node(struct yaml_reader *reader, yaml_event_t *event, const char *path,
+                         int depth);
+
+static json_t *yaml_scalar(struct yaml_reader *reader, const yaml_event_t *event)
+{
+    const char *value = (const char *)event->data.scalar.value;
+    const char *tag = (const char *)event->data.scalar.tag;
+    if (strlen(value) != event->data.scalar.length) {
+        yaml_fail(reader, event->start_mark, "NUL characters are not supported in strings");
+        return NULL;
+    }
+    bool as_string = event->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+    if (tag != NULL) {
+        if (strcmp(tag, YAML_STR_TAG) != 0 && strcmp(tag, "!") != 0) {
+            yaml_fail(reader, event->start_mark, "tags are not supported (%s)", tag);
+            return NULL;
+        }
+        as_string = true;
+    }
+    return as_string ? json_string(value) : yaml_plain(value);
+}
+
+/* The children of a mapping, up to its end event. Keys are scalars, and are kept as written. */
+static int yaml_mapping(struct yaml_reader *reader, json_t *object, const char *path, int depth)
+{
+    for (;;) {
+        yaml_event_t key;
+        if (yaml_next(reader, &key) < 0)
+            return -1;
+        if (key.type == YAML_MAPPING_END_EVENT) {
+            yaml_event_delete(&key);
+            return 0;
+        }
+        if (key.type != YAML_SCALAR_EVENT) {
+            yaml_fail(reader, key.start_mark,
+                      key.type == YAML_ALIAS_EVENT ? "aliases are not supported"
+                                                   : "keys must be scalars");
+            yaml_event_delete(&key);
+            return -1;
+        }
+        if (key.data.scalar.anchor != NULL || key.data.scalar.tag != NULL) {
+            yaml_fail(reader, key.start_mark, key.data.scalar.anchor != NULL
+                                                  ? "anchors and aliases are not supported"
+                                                  : "tags are not supported on keys");
+            yaml_event_delete(&key);
+            return -1;
+        }
+        const char *name = (const char *)key.data.scalar.value;
+        if (strlen(name) != key.data.scalar.length) {
+            yaml_fail(reader, key.start_mark, "NUL characters are not supported in keys");
+            yaml_event_delete(&key);
+            return -1;
+        }
+        if (json_object_get(object, name) != NULL) {
+            yaml_fail(reader, key.start_mark, "duplicate key '%s'", name);
+            yaml_event_delete(&key);
+            return -1;
+        }
+        char *child_path = *path ? xasprintf("%s.%s", path, name) : xstrdup(name);
+        yaml_remember(reader->where_keys, reader, child_path, key.start_mark);
+        yaml_event_t value_event;
+        json_t *value = NULL;
+        if (yaml_next(reader, &value_event) == 0)
+            value = yaml_node(reader, &value_event, child_path, depth + 1);
+        free(child_path);
+        if (value == NULL) {
+            yaml_event_delete(&key);
+            return -1;
+        }
+        json_object_set_new(object, name, value);
+        yaml_event_delete(&key);
+    }
+}
+
+static int yaml_sequence(struct yaml_reader *reader, json_t *array, const char *path, int depth)
+{
+    for (;;) {
+        yaml_event_t item;
+        if (yaml_next(reader, &item) < 0)
+            return -1;
+        if (item.type == YAML_SEQUENCE_END_EVENT) {
+            yaml_event_delete(&item);
+            return 0;
+        }
+        char *child_path = xasprintf("%s[%zu]", path, json_array_size(array));
+        json_t *value = yaml_node(reader, &item, child_path, depth + 1);
+        free(child_path);
+        if (value == NULL)
+            return -1;
+        json_array_append_new(array, value);
+    }
+}
+
+/* Builds the node that starts with event (which it consumes) and everything below it. */
+static json_t *yaml_node(struct yaml_reader *reader, yaml_event_t *event, const char *path,
+                         int depth)
+{
+    json_t *node = NULL;
+    const char *anchor = NULL, *tag = NULL;
+    if (depth > YAML_MAX_DEPTH) {
+        yaml_fail(reader, event->start_mark, "nested more than %d levels deep", YAML_MAX_DEPTH);
+        goto fail;
+    }
+    switch (event->type) {
+    case YAML_ALIAS_EVENT:
+        yaml_fail(reader, event->start_mark, "aliases are not supported (*%s)",
+                  (const char *)event->data.alias.anchor);
+        goto fail;
+    case YAML_SCALAR_EVENT:
+        anchor = (const char *)event->data.scalar.anchor;
+        break;
+    case YAML_SEQUENCE_START_EVENT:
+        anchor = (const char *)event->data.sequence_start.anchor;
+        tag = (const char *)event->data.sequence_start.tag;
+        if (tag != NULL && strcmp(tag, YAML_SEQ_TAG) == 0)
+            tag = NULL;
+        break;
+    case YAML_MAPPING_START_EVENT:
+        anchor = (const char *)event->data.mapping_start.anchor;
+        tag = (const char *)event->data.mapping_start.tag;
+        if (tag != NULL && strcmp(tag, YAML_MAP_TAG) == 0)
+            tag = NULL;
+        break;
+    default:
+        fatalx("yaml: unexpected event %d", (int)event->type);
+    }
+    if (anchor != NULL) {
+        yaml_fail(reader, event->start_mark,
+                  "anchors and aliases are not supported (&%s): repeat the value instead",
+                  anchor);
+        goto fail;
+    }
+    if (tag != NULL) {
+        yaml_fail(reader, event->start_mark, "tags are not supported (%s)", tag);
+        goto fail;
+    }
+    yaml_remember(reader->where, reader, path, event->start_mark);
+    if (event->type == YAML_SCALAR_EVENT) {
+        node = yaml_scalar(reader, event);
+    } else if (event->type == YAML_SEQUENCE_START_EVENT) {
+        node = json_array();
+        if (yaml_sequence(reader, node, path, depth) < 0)
+            goto fail;
+    } else {
+        node = json_object();
+        if (yaml_mapping(reader, node, path, depth) < 0)
+            goto fail;
+    }
+    yaml_event_delete(event);
+    return node;
+fail:
+    json_decref(node);
+    yaml_event_delete(event);
+    return NULL;
+}
+
+/* Reads the stream's one document; *out is NULL (and no error) when the stream is empty. */
+static int yaml_document(struct yaml_reader *reader, json_t **out)
+{
+    yaml_event_t event;
+    *out = NULL;
+    if (yaml_next(reader, &event) < 0)
+        return -1;
+    yaml_event_delete(&event); /* STREAM-START */
+    if (yaml_next(reader, &event) < 0)
+        return -1;
+    if (event.type == YAML_STREAM_END_EVENT) {
+        yaml_event_delete(&event);
+        return 0;
+    }
+    yaml_event_delete(&event); /* DOCUMENT-START */
+    if (yaml_next(reader, &event) < 0)
+        return -1;
+    json_t *root = yaml_node(reader, &event, "", 0);
+    if (root == NULL)
+        return -1;
+    if (yaml_next(reader, &event) < 0) /* DOCUMENT-END */
+        goto fail;
+    yaml_event_delete(&event);
+    if (yaml_next(reader, &event) < 0)
+        goto fail;
+    if (event.type != YAML_STREAM_END_EVENT) {
+        yaml_fail(reader, event.start_mark, "only one YAML document is allowed per file");
+        yaml_event_delete(&event);
+        goto fail;
+    }
+    yaml_event_delete(&event);
+    *out = root;
+    return 0;
+fail:
+    json_decref(root);
+    return -1;
+}
+
+/* Reads file into *out. where and where_keys (objects, may be NULL) receive, for every node, its
+ * dotted path ("spec.command[2]", the root is "") mapped to "FILE:LINE:COLUMN". Returns 0, or -1
+ * with *err (malloc'd, one line, located). */
+int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_keys, char **err)
+{
+    struct yaml_reader reader = {.file = file, .where = where, .where_keys = where_keys};
+    json_t *root = NULL;
+    FILE *fp = fopen(file, "rb");
+    *out = NULL;
+    if (fp == NULL) {
+        *err = xasprintf("%s: %s", file, strerror(errno));
+        return -1;
+    }
+    if (!yaml_parser_initialize(&reader.parser))
+        fatalx("out of memory");
+    yaml_parser_set_input_file(&reader.parser, fp);
+    if (yaml_document(&reader, &root) < 0)
+        goto fail;
+    if (root == NULL) {
+        yaml_mark_t start = {0, 0, 0};
+        yaml_fail(&reader, start, "the file is empty");
+        goto fail;
+    }
+    yaml_parser_delete(&reader.parser);
+    fclose(fp);
+    *out = root;
+    return 0;
+fail:
+    yaml_parser_delete(&reader.parser);
+    fclose(fp);
+    *err = reader.err;
+    return -1;
+}
+
+/* Reads text (a --set value) as one YAML scalar: "0.01" is a number, "true" a bool, "'7'" a
+ * string; an empty text is the empty string. Returns 0, or -1 with *err (malloc'd, unlocated). */
+int exp_yaml_scalar(const char *text, json_t **out, char **err)
+{
+    struct yaml_reader reader = {.file = NULL};
+    json_t *value = NULL;
+    *out = NULL;
+    if (!yaml_parser_initialize(&reader.parser))
+        fatalx("out of memory");
+    yaml_parser_set_input_string(&reader.parser, (const unsigned char *)text, strlen(text));
+    if (yaml_document(&reader, &value) < 0)
+        goto fail;
+    if (value == NULL)
+        value = json_string("");
+    if (json_is_object(value) || json_is_array(value)) {
+        yaml_mark_t start = {0, 0, 0};
+        yaml_fail(&reader, start, "expected a single value, not a %s",
+                  json_is_object(value) ? "mapping" : "list");
+        goto fail;
+    }
+    yaml_parser_delete(&reader.parser);
+    *out = value;
+    return 0;
+fail:
+    json_decref(value);
+    yaml_parser_delete(&reader.parser);
+    *err = reader.err;
+    return -1;
+}
