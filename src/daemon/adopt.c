@@ -144,6 +144,12 @@ static void finish_run(struct daemon *d, struct run *r)
  * starts they allow are committed in one transaction. */
 static void reschedule(struct daemon *d, size_t ended)
 {
+    /* A trial that ended may trip its experiment's circuit breaker, which holds the trials
+     * waiting behind it: that must be settled before the pass that would start them. */
+    if (ended > 0 && exp_trial_ending(d) && daemon_apply(d) < 0) {
+        event_base_loopexit(d->base, NULL);
+        return;
+    }
     if (ended > 0)
         core_schedule(d->core, daemon_now(), &d->acts);
     if (daemon_apply(d) < 0)

@@ -160,6 +160,8 @@ void exp_poll(struct daemon *d);
 /* A task reached a terminal state (inside the transaction that records it). */
 void exp_task_ended(struct daemon *d, int64_t task, enum task_state state);
 void exp_run_free(struct run *r);
+/* Whether d->acts ends a task that is an experiment's trial. */
+bool exp_trial_ending(struct daemon *d);
 void exp_free_all(struct daemon *d);
 /* The mask of GPU types whose name contains `pattern` (case-insensitive); 0 if none. */
 uint64_t daemon_gpu_types_matching(const struct daemon *d, const char *pattern);

@@ -388,6 +388,22 @@ void exp_task_ended(struct daemon *d, int64_t task, enum task_state state)
     free(name);
 }
 
+bool exp_trial_ending(struct daemon *d)
+{
+    for (size_t i = 0; i < d->acts.n; i++) {
+        const struct core_action *a = &d->acts.v[i];
+        int trial;
+        if (a->type != CORE_ACT_STATE || !task_state_terminal(a->state))
+            continue;
+        char *name = store_trial_of_task(d->store, a->task, &trial);
+        bool is_trial = name != NULL;
+        free(name);
+        if (is_trial)
+            return true;
+    }
+    return false;
+}
+
 /* ---- operations ---------------------------------------------------------------------------- */
 
 uint64_t daemon_gpu_types_matching(const struct daemon *d, const char *pattern)
