@@ -7,9 +7,12 @@
 #include "daemon/daemon.h"
 #include "daemon/ops.h"
 #include "exp/asha.h"
+#include "exp/template.h"
 #include "util/xalloc.h"
 
 #include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -346,6 +349,257 @@ static int exp_live_tasks(struct daemon *d, const char *name, int64_t **ids, siz
     return 0;
 }
 
+/* ---- when every trial has ended: validation, the archive, the next round ------------------ */
+
+static json_t *exp_insert(struct daemon *d, const char *name, const char *kind, json_t *tasks,
+                          json_t *env, const char *workdir, long long parallel, int64_t **ids_out);
+
+/* Copies the regular files and directories under from into to (created). Returns 0 or -1. */
+static int exp_copy_tree(const char *from, const char *to)
+{
+    DIR *dir = opendir(from);
+    if (dir == NULL)
+        return -1;
+    if (mkdir(to, 0700) < 0 && errno != EEXIST) {
+        closedir(dir);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(dir)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char *src = xasprintf("%s/%s", from, de->d_name), *dst = xasprintf("%s/%s", to, de->d_name);
+        struct stat st;
+        if (lstat(src, &st) == 0 && S_ISDIR(st.st_mode)) {
+            rc = exp_copy_tree(src, dst);
+        } else if (S_ISREG(st.st_mode)) {
+            int in = open(src, O_RDONLY | O_CLOEXEC);
+            int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            char buf[65536];
+            ssize_t n;
+            while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+                if (write(out, buf, (size_t)n) != n)
+                    rc = -1;
+            if (in < 0 || out < 0)
+                rc = -1;
+            if (in >= 0)
+                close(in);
+            if (out >= 0 && close(out) < 0)
+                rc = -1;
+        }
+        free(src);
+        free(dst);
+    }
+    closedir(dir);
+    return rc;
+}
+
+/* The best trial of name by metric (a borrowed row of *trials, which the caller frees), or NULL. */
+static json_t *exp_best_trial(struct daemon *d, const char *name, const char *metric,
+                              bool maximize, json_t **trials)
+{
+    json_t *t, *best = NULL;
+    size_t i;
+    *trials = store_exp_trials(d->store, name, metric, maximize, daemon_now());
+    json_array_foreach(*trials, i, t) {
+        json_t *v = json_object_get(t, "best");
+        if (!json_is_number(v))
+            continue;
+        double x = json_number_value(v);
+        double b = best ? json_number_value(json_object_get(best, "best")) : 0;
+        if (best == NULL || (maximize ? x > b : x < b))
+            best = t;
+    }
+    return best;
+}
+
+/* Checks the best trial against the validation block; fills why. Returns whether it passed. */
+static bool exp_validate(struct daemon *d, json_t *val, const char *metric, bool maximize,
+                         json_t *best, char *why, size_t len)
+{
+    double value = json_number_value(json_object_get(best, "best"));
+    json_t *base = json_object_get(val, "baseline"), *imp = json_object_get(val, "improvement");
+    double baseline;
+    char from[96] = "";
+    if (json_is_number(base)) {
+        baseline = json_number_value(base);
+    } else if (json_is_object(base) && exp_str(base, "experiment", NULL)) {
+        const char *other = exp_str(base, "experiment", NULL);
+        json_t *trials, *ob = exp_best_trial(d, other, metric, maximize, &trials);
+        if (ob == NULL) {
+            snprintf(why, len, "the baseline experiment %s has no %s", other, metric);
+            json_decref(trials);
+            return false;
+        }
+        baseline = json_number_value(json_object_get(ob, "best"));
+        snprintf(from, sizeof from, " (the best of %s)", other);
+        json_decref(trials);
+    } else {
+        snprintf(why, len, "no baseline to validate against");
+        return false;
+    }
+    double delta = 0;
+    char need_text[48] = "";
+    if (json_is_string(imp)) {
+        delta = fabs(baseline) * strtod(json_string_value(imp), NULL) / 100;
+        snprintf(need_text, sizeof need_text, " + %s", json_string_value(imp));
+    } else if (json_is_number(imp)) {
+        delta = json_number_value(imp);
+        snprintf(need_text, sizeof need_text, " + %g", delta);
+    }
+    double need = maximize ? baseline + delta : baseline - delta;
+    bool ok = maximize ? value >= need : value <= need;
+    snprintf(why, len, "best %s %.6g (trial %lld) %s baseline %.6g%s%s", metric, value,
+             (long long)json_integer_value(json_object_get(best, "trial")),
+             ok ? "meets" : "falls short of", baseline, from, need_text);
+    if (!ok)
+        return false;
+    json_t *util = json_object_get(val, "min_gpu_util");
+    if (json_is_number(util)) {
+        json_t *task = store_task_json(d->store, json_integer_value(json_object_get(best, "task")));
+        json_t *list = json_object_get(task, "attempt_list");
+        json_t *mean = json_object_get(json_array_get(list, json_array_size(list) - 1),
+                                       "mean_gpu_util");
+        bool known = json_is_number(mean);
+        ok = known && json_number_value(mean) / 100 >= json_number_value(util);
+        size_t used = strlen(why);
+        if (known)
+            snprintf(why + used, len - used, "; GPU utilisation %.0f%% %s %.0f%%",
+                     json_number_value(mean), ok ? ">=" : "<", json_number_value(util) * 100);
+        else
+            snprintf(why + used, len - used, "; GPU utilisation was not measured (%.0f%% needed)",
+                     json_number_value(util) * 100);
+        json_decref(task);
+    }
+    return ok;
+}
+
+/* Copies the best trial's checkpoint directory and a metadata file into archive/NAME/. */
+static int exp_archive(struct daemon *d, const char *name, json_t *row, json_t *best,
+                       const char *why, char **where)
+{
+    char *root = xasprintf("%s/archive", d->home), *dir = xasprintf("%s/%s", root, name);
+    char *ckpt = xasprintf("%s/checkpoints/%lld", d->home,
+                           (long long)json_integer_value(json_object_get(best, "task")));
+    char *to = xasprintf("%s/checkpoint", dir), *meta = xasprintf("%s/metadata.json", dir);
+    int rc = (mkdir(root, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                 ? -1 : 0;
+    struct stat st;
+    if (rc == 0 && stat(ckpt, &st) == 0)
+        rc = exp_copy_tree(ckpt, to);
+    json_t *m = json_pack("{s:s,s:O,s:O,s:o,s:s}", "experiment", name, "spec",
+                          json_object_get(row, "spec"), "best", best, "metrics",
+                          store_task_metrics(d->store,
+                                             json_integer_value(json_object_get(best, "task"))),
+                          "validation", why);
+    if (rc == 0 && json_dump_file(m, meta, JSON_INDENT(2)) < 0)
+        rc = -1;
+    json_decref(m);
+    *where = dir;
+    free(root);
+    free(ckpt);
+    free(to);
+    free(meta);
+    return rc;
+}
+
+/* A next round: the next configurations of the search space, as many as the first round had. */
+static int exp_next_round(struct daemon *d, const char *name, json_t *row, json_t *trials,
+                          char *why, size_t len)
+{
+    json_int_t next = json_integer_value(json_object_get(row, "next_trial"));
+    json_int_t space = json_integer_value(json_object_get(row, "space"));
+    json_t *spec = json_object_get(row, "spec"), *first = json_array_get(trials, 0);
+    json_t *info = store_task_exec_info(d->store, json_integer_value(json_object_get(first, "task")));
+    size_t n = (size_t)(space - next < next ? space - next : next);
+    struct exp_task *tasks = NULL;
+    size_t ntasks = 0;
+    char *err = NULL;
+    int rc = -1;
+    if (info == NULL || exp_trials(spec, name, (size_t)next, n, (unsigned)json_integer_value(
+                                       json_object_get(row, "seed")), &tasks, &ntasks, &err) < 0)
+        goto out;
+    json_t *list = json_array();
+    for (size_t i = 0; i < ntasks; i++)
+        json_array_append_new(list, exp_task_to_json(&tasks[i]));
+    int64_t *ids = NULL;
+    json_t *sweep = json_object_get(spec, "sweep");
+    json_t *reply = exp_insert(d, name, "Experiment", list, json_object_get(info, "env"),
+                               json_string_value(json_object_get(info, "workdir")),
+                               (long long)exp_num(sweep, "parallel", 0), &ids);
+    json_decref(list);
+    free(ids);
+    if (reply != NULL) {
+        const char *msg = json_string_value(json_object_get(reply, "error"));
+        err = xstrdup(msg ? msg : "cannot submit");
+        json_decref(reply);
+        goto out;
+    }
+    char *set = xasprintf("UPDATE experiments SET next_trial = %lld WHERE name = '%s'",
+                          (long long)(next + (json_int_t)ntasks), name);
+    rc = store_exec(d->store, set);
+    free(set);
+    size_t used = strlen(why);
+    snprintf(why + used, len - used, "; next round: trials %lld-%lld",
+             (long long)next, (long long)(next + (json_int_t)ntasks - 1));
+out:
+    if (err != NULL) {
+        size_t used = strlen(why);
+        snprintf(why + used, len - used, "; the next round failed: %s", err);
+        free(err);
+    }
+    for (size_t i = 0; i < ntasks; i++)
+        exp_task_clear(&tasks[i]);
+    free(tasks);
+    json_decref(info);
+    return rc;
+}
+
+/* Every trial has ended. Without validation the experiment is done; with it: passed -> archive;
+ * failed with configurations left -> the next round; failed with none left -> failed. */
+static void exp_finish(struct daemon *d, const char *name, json_t *row)
+{
+    json_t *spec = json_object_get(row, "spec"), *val = json_object_get(spec, "validation");
+    if (!json_is_object(val)) {
+        store_exp_set_state(d->store, name, "done", NULL);
+        return;
+    }
+    const char *metric = exp_str(val, "metric", NULL);
+    bool maximize = strcmp(exp_str(val, "mode", exp_str(json_object_get(spec, "early_stopping"),
+                                                         "mode", "max")), "min") != 0;
+    json_t *trials, *best = exp_best_trial(d, name, metric ? metric : "", maximize, &trials);
+    char why[512];
+    if (metric == NULL || best == NULL) {
+        store_exp_set_state(d->store, name, "failed", "no trial reported the validation metric");
+        json_decref(trials);
+        return;
+    }
+    if (exp_validate(d, val, metric, maximize, best, why, sizeof why)) {
+        char *where = NULL;
+        if (exp_archive(d, name, row, best, why, &where) == 0) {
+            size_t used = strlen(why);
+            snprintf(why + used, sizeof why - used, "; archived in %s", where);
+            store_exp_set_state(d->store, name, "passed", why);
+        } else {
+            store_exp_set_state(d->store, name, "failed", "validation passed but archiving failed");
+        }
+        free(where);
+    } else if (json_integer_value(json_object_get(row, "next_trial")) <
+               json_integer_value(json_object_get(row, "space"))) {
+        if (exp_next_round(d, name, row, trials, why, sizeof why) == 0)
+            store_exp_set_state(d->store, name, "running", why);
+        else
+            store_exp_set_state(d->store, name, "failed", why);
+    } else {
+        size_t used = strlen(why);
+        snprintf(why + used, sizeof why - used, "; no configurations left");
+        store_exp_set_state(d->store, name, "failed", why);
+    }
+    fprintf(stderr, "drover daemon: experiment %s: %s\n", name, why);
+    json_decref(trials);
+}
+
 void exp_task_ended(struct daemon *d, int64_t task, enum task_state state)
 {
     int trial;
@@ -383,7 +637,7 @@ void exp_task_ended(struct daemon *d, int64_t task, enum task_state state)
     exp_live_tasks(d, name, &ids, &nids);
     free(ids);
     if (nids == 0 && exp_state && strcmp(exp_state, "running") == 0)
-        store_exp_set_state(d->store, name, "done", NULL);
+        exp_finish(d, name, row);
     json_decref(row);
     free(name);
 }
@@ -526,6 +780,75 @@ static int exp_order(json_t *tasks, size_t *order, char **why)
     return 0;
 }
 
+/* Creates the tasks of an exp_run request (or of a next round) inside the caller's transaction:
+ * store rows, trial rows and core's tasks, each after the tasks it needs. Returns NULL, or an
+ * error reply (the caller rolls back). *ids (malloc'd) gets the new ids in request order. */
+static json_t *exp_insert(struct daemon *d, const char *name, const char *kind, json_t *tasks,
+                          json_t *env, const char *workdir, long long parallel, int64_t **ids_out)
+{
+    size_t n = json_array_size(tasks);
+    size_t *order = xcalloc(n + 1, sizeof *order);
+    struct task_record *recs = xcalloc(n + 1, sizeof *recs);
+    int64_t *ids = xcalloc(n + 1, sizeof *ids);
+    struct core_dep *deps = xcalloc(n + 1, sizeof *deps);
+    json_t *reply = NULL;
+    char *why = NULL;
+    bool pipeline = strcmp(kind, "Pipeline") == 0;
+    bool sweep = !pipeline && parallel > 0 && n > 1;
+    core_time now = daemon_now();
+    if (exp_order(tasks, order, &why) < 0) {
+        reply = reply_error(2, "%s", why);
+        free(why);
+        goto out;
+    }
+    for (size_t i = 0; i < n && reply == NULL; i++)
+        reply = exp_task_record(d, json_array_get(tasks, i), env, workdir, &recs[i]);
+    for (size_t pass = 0; pass < 2 && reply == NULL; pass++) {
+        /* Pass 0: the store (the ids come from it); pass 1: core, once the array is known. */
+        for (size_t o = 0; o < n && reply == NULL; o++) {
+            size_t i = order[o], k, nd_count = 0;
+            json_t *task = json_array_get(tasks, i), *nd;
+            json_array_foreach(json_object_get(task, "needs"), k, nd)
+                for (size_t j = 0; j < n; j++)
+                    if (json_equal(json_object_get(json_array_get(tasks, j), "name"), nd))
+                        deps[nd_count++] = (struct core_dep){ids[j], DEP_AFTER_OK, -1};
+            recs[i].spec.deps = deps;
+            recs[i].spec.ndeps = nd_count;
+            recs[i].spec.submit_time = now;
+            if (pass == 1) {
+                recs[i].spec.array_id = sweep ? ids[order[0]] : 0;
+                if (core_submit(d->core, &recs[i].spec, now, &d->acts) < 0)
+                    fatalx("core refused experiment task %lld", (long long)ids[i]);
+                continue;
+            }
+            recs[i].array_index = sweep ? (int64_t)i : -1;
+            recs[i].spec.array_limit = sweep ? (int)parallel : 0;
+            json_t *trial = json_object_get(task, "trial"), *params = json_object_get(task, "params");
+            if (store_insert_task(d->store, &recs[i]) < 0 ||
+                store_trial_insert(d->store, name,
+                                   json_is_integer(trial) ? (int)json_integer_value(trial) : (int)i,
+                                   ids[i] = recs[i].spec.id, pipeline ? recs[i].name : NULL,
+                                   json_is_object(params) ? params : json_object()) < 0)
+                reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));
+        }
+        if (pass == 0 && reply == NULL && sweep &&
+            store_set_array(d->store, ids[order[0]], ids[order[n - 1]]) < 0)
+            reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));
+    }
+out:
+    for (size_t i = 0; i < n; i++)
+        json_decref(recs[i].env);
+    free(recs);
+    free(order);
+    free(deps);
+    if (reply != NULL) {
+        free(ids);
+        ids = NULL;
+    }
+    *ids_out = ids;
+    return reply;
+}
+
 json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
 {
     const char *name = exp_str(req, "name", NULL), *kind = exp_str(req, "kind", NULL);
@@ -547,93 +870,27 @@ json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
         return reply_error(2, "experiment %s exists already (give another metadata.name, or"
                               " --set metadata.name=…)", name);
     size_t n = json_array_size(tasks);
-    size_t *order = xcalloc(n, sizeof *order);
-    struct task_record *recs = xcalloc(n, sizeof *recs);
-    int64_t *ids = xcalloc(n, sizeof *ids);
-    char *why = NULL;
-    if (exp_order(tasks, order, &why) < 0) {
-        reply = reply_error(2, "%s", why);
-        free(why);
-        goto out;
-    }
-    for (size_t i = 0; i < n && reply == NULL; i++)
-        reply = exp_task_record(d, json_array_get(tasks, i), env, workdir, &recs[i]);
-    if (reply != NULL)
-        goto out;
-    bool sweep = strcmp(kind, "Experiment") == 0 && parallel > 0 && n > 1;
-    core_time now = daemon_now();
+    int64_t *ids = NULL;
     store_begin(d->store);
-    if (store_exp_insert(d->store, name, kind, spec, seed, (int64_t)n, space, now) < 0)
-        goto store_fail;
-    struct core_dep *deps = xcalloc(n + 1, sizeof *deps);
-    for (size_t o = 0; o < n; o++) {
-        size_t i = order[o];
-        json_t *task = json_array_get(tasks, i), *nd;
-        size_t k, nd_count = 0;
-        json_array_foreach(json_object_get(task, "needs"), k, nd)
-            for (size_t j = 0; j < n; j++)
-                if (json_equal(json_object_get(json_array_get(tasks, j), "name"), nd))
-                    deps[nd_count++] = (struct core_dep){ids[j], DEP_AFTER_OK, -1};
-        recs[i].spec.deps = deps;
-        recs[i].spec.ndeps = nd_count;
-        recs[i].spec.submit_time = now;
-        recs[i].array_index = sweep ? (int64_t)i : -1;
-        recs[i].spec.array_limit = sweep ? (int)parallel : 0;
-        if (store_insert_task(d->store, &recs[i]) < 0) {
-            free(deps);
-            goto store_fail;
-        }
-        ids[i] = recs[i].spec.id;
-        json_t *trial = json_object_get(task, "trial");
-        json_t *params = json_object_get(task, "params");
-        if (store_trial_insert(d->store, name, json_is_integer(trial) ? (int)json_integer_value(trial) : (int)i,
-                               ids[i], strcmp(kind, "Pipeline") == 0 ? recs[i].name : NULL,
-                               json_is_object(params) ? params : json_object()) < 0) {
-            free(deps);
-            goto store_fail;
-        }
+    if (store_exp_insert(d->store, name, kind, spec, seed, (int64_t)n, space, daemon_now()) < 0)
+        reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));
+    else
+        reply = exp_insert(d, name, kind, tasks, env, workdir, parallel, &ids);
+    if (reply != NULL) {
+        store_rollback(d->store);
+        return reply;
     }
-    if (sweep && store_set_array(d->store, ids[order[0]], ids[order[n - 1]]) < 0) {
-        free(deps);
-        goto store_fail;
-    }
-    for (size_t o = 0; o < n; o++) {
-        size_t i = order[o];
-        json_t *task = json_array_get(tasks, i), *nd;
-        size_t k, nd_count = 0;
-        json_array_foreach(json_object_get(task, "needs"), k, nd)
-            for (size_t j = 0; j < n; j++)
-                if (json_equal(json_object_get(json_array_get(tasks, j), "name"), nd))
-                    deps[nd_count++] = (struct core_dep){ids[j], DEP_AFTER_OK, -1};
-        recs[i].spec.deps = deps;
-        recs[i].spec.ndeps = nd_count;
-        recs[i].spec.array_id = sweep ? ids[order[0]] : 0;
-        if (core_submit(d->core, &recs[i].spec, now, &d->acts) < 0)
-            fatalx("core refused experiment task %lld that the store accepted",
-                   (long long)ids[i]);
-    }
-    free(deps);
     core_schedule(d->core, daemon_now(), &d->acts);
     if (daemon_apply_txn(d) < 0) {
-        reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));
+        free(ids);
         d->stopping = true;
-        goto out;
+        return reply_error(1, "cannot store the experiment: %s", store_error(d->store));
     }
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(list, json_integer(ids[i]));
-    reply = json_pack("{s:b,s:s,s:o}", "ok", 1, "name", name, "ids", list);
-    goto out;
-store_fail:
-    reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));
-    store_rollback(d->store);
-out:
-    for (size_t i = 0; i < n; i++)
-        json_decref(recs[i].env);
-    free(recs);
-    free(order);
     free(ids);
-    return reply;
+    return json_pack("{s:b,s:s,s:o}", "ok", 1, "name", name, "ids", list);
 }
 
 json_t *op_exp_ls(struct daemon *d, struct conn *c, json_t *req)

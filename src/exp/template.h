@@ -96,6 +96,9 @@ int exp_trial_from(const json_t *spec, const char *name, int trial, const json_t
                    struct exp_task *out, char **err);
 void exp_task_clear(struct exp_task *task);
 
+/* The task as the daemon's exp_run request carries it (exp/task-json.c). New reference. */
+json_t *exp_task_to_json(const struct exp_task *task);
+
 /* What --dry-run prints: one block per task (name, resources, needs, argv, params). */
 void exp_print_tasks(const struct exp_def *def, FILE *fp);
 

@@ -114,6 +114,33 @@ expect_eq "$(trials broken 'print(sum(t["state"] == "failed" for t in d["trials"
 "$DROVER" exp stop broken >/dev/null
 expect_eq "$(exp_state broken)" stopped "after exp stop"
 
+t "a trial that beats its baseline is archived with its checkpoint"
+"$DROVER" exp run examples/validate.yaml >/dev/null
+wait_until 60 exp_state_is spirals-validate passed
+"$DROVER" exp show spirals-validate | grep -q "meets baseline 0.95 + 2%; archived in" ||
+    fail "reason: $("$DROVER" exp show spirals-validate | head -1)"
+test -s "$DROVER_HOME/archive/spirals-validate/checkpoint/ckpt.npz" || fail "no archived checkpoint"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["experiment"] == "spirals-validate" and m["metrics"] and "meets" in m["validation"], m' \
+    "$DROVER_HOME/archive/spirals-validate/metadata.json" || fail "archive metadata"
+
+t "validation fails: the next round of the search space, then the line stops"
+cat > "$W/rounds.yaml" <<'YAML'
+apiVersion: drover/v1
+kind: Experiment
+metadata: { name: rounds }
+spec:
+  hyperparameters: { x: 0.1 }
+  command: [sh, -c, "printf '{\"step\": 1, \"acc\": %s}\\n' ${hyperparameters.x} >> \"$DROVER_METRICS_FILE\""]
+  sweep: { method: grid, max_trials: 2, parameters: { hyperparameters.x: [0.1, 0.2, 0.3, 0.4] } }
+  validation: { metric: acc, mode: max, baseline: 0.9, improvement: 0 }
+YAML
+"$DROVER" exp run "$W/rounds.yaml" >/dev/null
+wait_until 30 exp_state_is rounds failed
+expect_eq "$(trials rounds 'print(len(d["trials"]))')" 4 "trials over two rounds"
+"$DROVER" exp show rounds | head -1 | grep -q "falls short of baseline 0.9.*no configurations left" ||
+    fail "reason: $("$DROVER" exp show rounds | head -1)"
+expect_eq "$(trials rounds 'print(max(t["best"] for t in d["trials"]))')" 0.4 "the second round ran x=0.3, 0.4"
+
 t "bad templates: one line with file:line:column, exit 2, nothing submitted"
 before=$(task_count)
 bad() { # bad FILE-CONTENT EXPECTED-FRAGMENT
