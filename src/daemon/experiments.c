@@ -556,13 +556,150 @@ out:
     return rc;
 }
 
+/* ---- the generator: an external program proposes the next trials --------------------------- */
+
+/* Starts the generator as a task of the experiment (durable, logged, retried like any task): its
+ * stdin is the experiment's history as JSON, written to archive-like state first. */
+static int exp_start_generator(struct daemon *d, const char *name, json_t *row, json_t *trials,
+                               const char *why, char *out, size_t len)
+{
+    json_t *spec = json_object_get(row, "spec"), *cmd = json_object_get(json_object_get(spec, "generator"), "command");
+    json_t *first = json_array_get(trials, 0);
+    json_t *info = store_task_exec_info(d->store, json_integer_value(json_object_get(first, "task")));
+    char *dir = xasprintf("%s/experiments", d->home), *path = NULL;
+    int rc = -1;
+    if (!json_is_array(cmd) || json_array_size(cmd) == 0 || info == NULL)
+        goto out;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        goto out;
+    path = xasprintf("%s/%s.history.%lld.json", dir, name,
+                     (long long)json_integer_value(json_object_get(row, "next_trial")));
+    json_t *history = json_pack("{s:s,s:O,s:O,s:s}", "experiment", name, "spec", spec,
+                                "trials", trials, "why", why);
+    int dumped = json_dump_file(history, path, JSON_INDENT(2));
+    json_decref(history);
+    if (dumped < 0)
+        goto out;
+    /* sh feeds the history on stdin; the generator's own argv follows untouched. */
+    json_t *argv = json_pack("[s,s,s,s]", "sh", "-c", "exec \"$@\" < \"$DROVER_EXP_HISTORY\"",
+                             "sh");
+    json_array_extend(argv, cmd);
+    json_t *task = json_pack("{s:s,s:i,s:o,s:o,s:{s:s}}", "name", "generator", "trial", -1,
+                             "params", json_object(), "command", argv, "env",
+                             "DROVER_EXP_HISTORY", path);
+    json_t *list = json_pack("[o]", task);
+    int64_t *ids = NULL;
+    json_t *reply = exp_insert(d, name, "Pipeline", list, json_object_get(info, "env"),
+                               json_string_value(json_object_get(info, "workdir")), 0, &ids);
+    json_decref(list);
+    if (reply == NULL) {
+        snprintf(out, len, "%s; the generator (task %lld) proposes the next trials", why,
+                 (long long)ids[0]);
+        rc = 0;
+    }
+    json_decref(reply);
+    free(ids);
+out:
+    json_decref(info);
+    free(dir);
+    free(path);
+    return rc;
+}
+
+/* The generator task ended: its stdout is a JSON list of trials' parameters ({"path": value}),
+ * or {"trials": [...]}; each becomes a trial. Nothing proposed ends the line. */
+static void exp_generated(struct daemon *d, const char *name, json_t *row, int64_t task,
+                          enum task_state state)
+{
+    char why[512];
+    if (state != TASK_SUCCEEDED) {
+        snprintf(why, sizeof why, "the generator (task %lld) %s", (long long)task,
+                 task_state_name(state));
+        store_exp_set_state(d->store, name, "failed", why);
+        return;
+    }
+    json_t *info = store_task_json(d->store, task);
+    const char *run_dir = json_string_value(json_object_get(info, "run_dir"));
+    char *path = run_dir ? xasprintf("%s/stdout", run_dir) : NULL;
+    json_error_t jerr;
+    json_t *out = path ? json_load_file(path, JSON_DECODE_ANY, &jerr) : NULL;
+    json_t *proposals = json_is_object(out) ? json_object_get(out, "trials") : out;
+    json_t *spec = json_object_get(row, "spec");
+    json_int_t next = json_integer_value(json_object_get(row, "next_trial"));
+    json_t *list = json_array(), *p;
+    size_t i;
+    char *err = NULL;
+    if (!json_is_array(proposals)) {
+        snprintf(why, sizeof why, "the generator's output is not a JSON list of trials%s%s",
+                 out == NULL && path ? ": " : "", out == NULL && path ? jerr.text : "");
+        goto fail;
+    }
+    json_array_foreach(proposals, i, p) {
+        struct exp_task t;
+        if (!json_is_object(p) ||
+            exp_trial_from(spec, name, (int)(next + (json_int_t)i), p, &t, &err) < 0) {
+            snprintf(why, sizeof why, "the generator's trial %zu: %s", i,
+                     err ? err : "not an object of parameters");
+            free(err);
+            goto fail;
+        }
+        json_array_append_new(list, exp_task_to_json(&t));
+        exp_task_clear(&t);
+    }
+    if (json_array_size(list) == 0) {
+        store_exp_set_state(d->store, name, "done", "the generator proposed no more trials");
+        goto out;
+    }
+    int64_t *ids = NULL;
+    json_t *exec = store_task_exec_info(d->store, task);
+    json_t *env = json_deep_copy(json_object_get(exec, "env"));
+    json_object_del(env, "DROVER_EXP_HISTORY");
+    json_t *reply = exp_insert(d, name, "Experiment", list, env,
+                               json_string_value(json_object_get(exec, "workdir")),
+                               (long long)exp_num(json_object_get(spec, "sweep"), "parallel", 0),
+                               &ids);
+    json_decref(env);
+    json_decref(exec);
+    free(ids);
+    if (reply != NULL) {
+        snprintf(why, sizeof why, "the generator's trials: %s",
+                 json_string_value(json_object_get(reply, "error")));
+        json_decref(reply);
+        goto fail;
+    }
+    char *set = xasprintf("UPDATE experiments SET next_trial = %lld WHERE name = '%s'",
+                          (long long)(next + (json_int_t)json_array_size(list)), name);
+    store_exec(d->store, set);
+    free(set);
+    snprintf(why, sizeof why, "the generator proposed %zu trials", json_array_size(list));
+    store_exp_set_state(d->store, name, "running", why);
+    goto out;
+fail:
+    store_exp_set_state(d->store, name, "failed", why);
+out:
+    fprintf(stderr, "drover daemon: experiment %s: %s\n", name, why);
+    json_decref(list);
+    json_decref(out);
+    json_decref(info);
+    free(path);
+}
+
 /* Every trial has ended. Without validation the experiment is done; with it: passed -> archive;
  * failed with configurations left -> the next round; failed with none left -> failed. */
 static void exp_finish(struct daemon *d, const char *name, json_t *row)
 {
     json_t *spec = json_object_get(row, "spec"), *val = json_object_get(spec, "validation");
+    bool generator = json_is_object(json_object_get(spec, "generator"));
     if (!json_is_object(val)) {
-        store_exp_set_state(d->store, name, "done", NULL);
+        json_t *trials = store_exp_trials(d->store, name, NULL, true, daemon_now());
+        char why[512];
+        if (!generator || exp_start_generator(d, name, row, trials, "every trial ended", why,
+                                              sizeof why) < 0)
+            store_exp_set_state(d->store, name, generator ? "failed" : "done",
+                                generator ? "cannot start the generator" : NULL);
+        else
+            store_exp_set_state(d->store, name, "running", why);
+        json_decref(trials);
         return;
     }
     const char *metric = exp_str(val, "metric", NULL);
@@ -585,6 +722,12 @@ static void exp_finish(struct daemon *d, const char *name, json_t *row)
             store_exp_set_state(d->store, name, "failed", "validation passed but archiving failed");
         }
         free(where);
+    } else if (generator) {
+        char done[512];
+        if (exp_start_generator(d, name, row, trials, why, done, sizeof done) == 0)
+            store_exp_set_state(d->store, name, "running", done);
+        else
+            store_exp_set_state(d->store, name, "failed", "cannot start the generator");
     } else if (json_integer_value(json_object_get(row, "next_trial")) <
                json_integer_value(json_object_get(row, "space"))) {
         if (exp_next_round(d, name, row, trials, why, sizeof why) == 0)
@@ -608,6 +751,13 @@ void exp_task_ended(struct daemon *d, int64_t task, enum task_state state)
         return;
     json_t *row = store_exp_get(d->store, name);
     const char *exp_state = json_string_value(json_object_get(row, "state"));
+    if (trial < 0) { /* the generator */
+        if (exp_state && strcmp(exp_state, "running") == 0)
+            exp_generated(d, name, row, task, state);
+        json_decref(row);
+        free(name);
+        return;
+    }
     bool failed = state == TASK_FAILED || state == TASK_TIMED_OUT;
     if (failed || state == TASK_SUCCEEDED) {
         int n = store_exp_failures(d->store, name, failed);

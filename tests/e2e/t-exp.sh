@@ -141,6 +141,31 @@ expect_eq "$(trials rounds 'print(len(d["trials"]))')" 4 "trials over two rounds
     fail "reason: $("$DROVER" exp show rounds | head -1)"
 expect_eq "$(trials rounds 'print(max(t["best"] for t in d["trials"]))')" 0.4 "the second round ran x=0.3, 0.4"
 
+t "a generator command proposes the next trials from the history"
+cat > "$W/gen.py" <<'PY'
+import json, sys
+h = json.load(sys.stdin)
+trials = [t for t in h["trials"] if t["trial"] >= 0]
+# One more trial, x one higher, until there are three; then nothing: the line ends.
+print(json.dumps([] if len(trials) >= 3 else [{"hyperparameters.x": len(trials) + 1}]))
+PY
+cat > "$W/gen.yaml" <<YAML
+apiVersion: drover/v1
+kind: Experiment
+metadata: { name: generated }
+spec:
+  hyperparameters: { x: 0 }
+  command: [sh, -c, "echo x=\${hyperparameters.x}"]
+  generator: { command: [python3, "$W/gen.py"] }
+YAML
+"$DROVER" exp run "$W/gen.yaml" >/dev/null
+wait_until 60 exp_state_is generated done
+expect_eq "$(trials generated 'print([t["params"].get("hyperparameters.x") for t in d["trials"] if t["trial"] >= 0])')" \
+    "[None, 2, 3]" "trials: the first (no sweep parameters), then the generator's"
+expect_eq "$(trials generated 'print(sum(t["stage"] == "generator" for t in d["trials"]))')" 3 "generator runs"
+"$DROVER" exp show generated | head -1 | grep -q "the generator proposed no more trials" ||
+    fail "reason: $("$DROVER" exp show generated | head -1)"
+
 t "bad templates: one line with file:line:column, exit 2, nothing submitted"
 before=$(task_count)
 bad() { # bad FILE-CONTENT EXPECTED-FRAGMENT
