@@ -8,6 +8,8 @@
 #include "daemon/ops.h"
 #include "exp/asha.h"
 #include "exp/template.h"
+#include "exp/validate.h"
+#include "util/parse.h"
 #include "util/xalloc.h"
 
 #include <ctype.h>
@@ -439,22 +441,46 @@ static bool exp_validate(struct daemon *d, json_t *val, const char *metric, bool
         snprintf(why, len, "no baseline to validate against");
         return false;
     }
-    double delta = 0;
     char need_text[48] = "";
-    if (json_is_string(imp)) {
-        delta = fabs(baseline) * strtod(json_string_value(imp), NULL) / 100;
-        snprintf(need_text, sizeof need_text, " + %s", json_string_value(imp));
-    } else if (json_is_number(imp)) {
-        delta = json_number_value(imp);
-        snprintf(need_text, sizeof need_text, " + %g", delta);
-    }
-    double need = maximize ? baseline + delta : baseline - delta;
-    bool ok = maximize ? value >= need : value <= need;
+    if (json_is_string(imp))
+        snprintf(need_text, sizeof need_text, " %c %s", maximize ? '+' : '-',
+                 json_string_value(imp));
+    else if (json_is_number(imp))
+        snprintf(need_text, sizeof need_text, " %c %g", maximize ? '+' : '-',
+                 json_number_value(imp));
+    double need = exp_validation_need(baseline, imp, maximize);
+    bool ok = exp_validation_passes(value, need, maximize);
     snprintf(why, len, "best %s %.6g (trial %lld) %s baseline %.6g%s%s", metric, value,
              (long long)json_integer_value(json_object_get(best, "trial")),
              ok ? "meets" : "falls short of", baseline, from, need_text);
     if (!ok)
         return false;
+    const char *epoch_limit = exp_str(val, "max_epoch_time", NULL);
+    int64_t limit_ms;
+    const char *bad;
+    if (epoch_limit != NULL && parse_duration(epoch_limit, &limit_ms, &bad) == 0) {
+        int64_t task_id = json_integer_value(json_object_get(best, "task")), run_ms = 0, epochs = 0;
+        json_t *task = store_task_json(d->store, task_id), *a, *m;
+        json_t *metrics = store_task_metrics(d->store, task_id);
+        size_t k;
+        json_array_foreach(json_object_get(task, "attempt_list"), k, a)
+            if (json_is_integer(json_object_get(a, "end_time")))
+                run_ms += json_integer_value(json_object_get(a, "end_time")) -
+                          json_integer_value(json_object_get(a, "start_time"));
+        json_array_foreach(metrics, k, m)
+            epochs += strcmp(json_string_value(json_object_get(m, "name")), metric) == 0;
+        ok = exp_epoch_time_ok(run_ms, epochs, limit_ms);
+        size_t used = strlen(why);
+        if (epochs > 0)
+            snprintf(why + used, len - used, "; %.3gs an epoch, %s %s", run_ms / 1000.0 / epochs,
+                     ok ? "within" : "over", epoch_limit);
+        else
+            snprintf(why + used, len - used, "; no epoch reported to check max_epoch_time");
+        json_decref(task);
+        json_decref(metrics);
+        if (!ok)
+            return false;
+    }
     json_t *util = json_object_get(val, "min_gpu_util");
     if (json_is_number(util)) {
         json_t *task = store_task_json(d->store, json_integer_value(json_object_get(best, "task")));
@@ -584,8 +610,8 @@ static int exp_start_generator(struct daemon *d, const char *name, json_t *row, 
     json_t *argv = json_pack("[s,s,s,s]", "sh", "-c", "exec \"$@\" < \"$DROVER_EXP_HISTORY\"",
                              "sh");
     json_array_extend(argv, cmd);
-    json_t *task = json_pack("{s:s,s:i,s:o,s:o,s:{s:s}}", "name", "generator", "trial", -1,
-                             "params", json_object(), "command", argv, "env",
+    json_t *task = json_pack("{s:s,s:i,s:b,s:o,s:o,s:{s:s}}", "name", "generator", "trial", -1,
+                             "generator", 1, "params", json_object(), "command", argv, "env",
                              "DROVER_EXP_HISTORY", path);
     json_t *list = json_pack("[o]", task);
     int64_t *ids = NULL;
@@ -976,7 +1002,10 @@ static json_t *exp_insert(struct daemon *d, const char *name, const char *kind, 
             json_t *trial = json_object_get(task, "trial"), *params = json_object_get(task, "params");
             if (store_insert_task(d->store, &recs[i]) < 0 ||
                 store_trial_insert(d->store, name,
-                                   json_is_integer(trial) ? (int)json_integer_value(trial) : (int)i,
+                                   json_is_true(json_object_get(task, "generator")) ? -1
+                                   : json_is_integer(trial) && json_integer_value(trial) >= 0
+                                       ? (int)json_integer_value(trial)
+                                       : (int)i,
                                    ids[i] = recs[i].spec.id, pipeline ? recs[i].name : NULL,
                                    json_is_object(params) ? params : json_object()) < 0)
                 reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));

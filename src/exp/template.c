@@ -323,7 +323,7 @@ static void template_json_string(FILE *fp, const char *s)
     fputc('"', fp);
 }
 
-/* Compact JSON with our number format (jansson's would write 0.001 as 0.0010000000000000000). */
+/* Compact JSON with our number format (jansson's writes 0.1 as 0.10000000000000001). */
 static void template_json(FILE *fp, const json_t *v)
 {
     const char *key;
@@ -389,6 +389,7 @@ static char *template_got(const json_t *v)
     size_t len;
     FILE *fp = template_memstream(&buf, &len);
     template_json(fp, v);
+    fflush(fp); /* buf is only current after a flush */
     if (json_is_real(v) && strpbrk(buf, ".e") == NULL)
         fputs(".0", fp);
     fclose(fp);
@@ -439,8 +440,8 @@ static json_t *template_lookup(const json_t *root, const char *path, char **sugg
                 json_object_foreach(node, key, ignored)
                     template_consider(component, key, &best, &best_distance);
                 if (best != NULL)
-                    *suggestion = xasprintf("%.*s%s%s", (int)(p - path), path, best,
-                                                 dot ? dot : "");
+                    *suggestion =
+                        xasprintf("%.*s%s%s", (int)(p - path), path, best, dot ? dot : "");
             }
         } else if (json_is_array(node) && len > 0 && strspn(component, "0123456789") == len) {
             child = json_array_get(node, strtoul(component, NULL, 10));
@@ -599,7 +600,7 @@ static int template_check_choice(struct template *t, const struct template_key *
     return -1;
 }
 
-/* Each element of a list with the type of `element`. */
+/* Every element of list must pass ok(); the first that does not is "expected what". */
 static int template_check_items(struct template *t, const json_t *list, const char *path,
                                 bool (*ok)(const json_t *), const char *what)
 {
@@ -619,6 +620,12 @@ static int template_check_items(struct template *t, const json_t *list, const ch
 static bool template_is_string(const json_t *v)
 {
     return json_is_string(v);
+}
+
+/* A command's words may be numbers or bools too (`- 50` is what YAML makes of an argument 50). */
+static bool template_is_word(const json_t *v)
+{
+    return json_is_string(v) || json_is_number(v) || json_is_boolean(v);
 }
 
 static bool template_is_duration(const json_t *v)
@@ -657,7 +664,9 @@ static int template_check_parameters(struct template *t, const json_t *v, const 
         return template_expected(t, path, "a mapping of spec paths to values", v);
     json_object_foreach((json_t *)v, name, value) {
         char *child = template_join(path, name);
-        if (json_is_array(value) && json_array_size(value) > 0)
+        if (json_is_array(value) && json_array_size(value) == 0)
+            template_fail(t, child, NAMES_PATH, "%s: an empty list gives no values", child);
+        else if (json_is_array(value))
             ;
         else if (json_is_object(value))
             template_check_mapping(t, template_range, value, child);
@@ -735,7 +744,7 @@ static int template_check_type(struct template *t, const struct template_key *ke
     case TYPE_ARGV:
         if (!json_is_array(v) || json_array_size(v) == 0)
             return template_expected(t, path, "a list of strings (the command and arguments)", v);
-        return template_check_items(t, v, path, template_is_scalar, "a string");
+        return template_check_items(t, v, path, template_is_word, "a string");
     case TYPE_STRINGS:
         if (!json_is_array(v))
             return template_expected(t, path, "a list of strings", v);
@@ -756,8 +765,9 @@ static int template_check_type(struct template *t, const struct template_key *ke
     case TYPE_BASELINE:
         if (json_is_object(v))
             return template_check_mapping(t, key->children, v, path);
-        return json_is_number(v) ? 0
-                                 : template_expected(t, path, "a number or { experiment: NAME }", v);
+        if (json_is_number(v))
+            return 0;
+        return template_expected(t, path, "a number or { experiment: NAME }", v);
     case TYPE_IMPROVEMENT:
         if (json_is_string(v)) {
             char *end;
@@ -766,8 +776,9 @@ static int template_check_type(struct template *t, const struct template_key *ke
             if (end != s && strcmp(end, "%") == 0 && isfinite(percent))
                 return 0;
         }
-        return json_is_number(v) ? 0
-                                 : template_expected(t, path, "a percentage such as \"2%\" or a number", v);
+        if (json_is_number(v))
+            return 0;
+        return template_expected(t, path, "a percentage such as \"2%\" or a number", v);
     case TYPE_PARAMETERS:
         return template_check_parameters(t, v, path);
     case TYPE_STAGES:
@@ -867,8 +878,7 @@ static int template_check_parameter(struct template *t, const char *name, const 
 {
     char *suggestion = NULL;
     if (!template_good_path(name) || template_lookup(t->spec, name, &suggestion) == NULL) {
-        char *hint = suggestion ? xasprintf("; did you mean '%s'?", suggestion)
-                                     : xstrdup("");
+        char *hint = suggestion ? xasprintf("; did you mean '%s'?", suggestion) : xstrdup("");
         template_fail(t, path, AT_KEY, "sweep parameter '%s' is not in the spec%s", name, hint);
         free(hint);
         free(suggestion);
@@ -978,8 +988,10 @@ static double template_unit(uint64_t *state)
 /* A random draw from one parameter's values. */
 static json_t *template_draw(const json_t *values, uint64_t *state)
 {
-    if (json_is_array(values))
-        return json_deep_copy(json_array_get(values, template_next(state) % json_array_size(values)));
+    if (json_is_array(values)) {
+        size_t pick = template_next(state) % json_array_size(values);
+        return json_deep_copy(json_array_get(values, pick));
+    }
     const json_t *distribution = json_object_get(values, "distribution");
     if (distribution == NULL)
         return template_range_point(values, template_next(state) % template_range_count(values));
@@ -1235,11 +1247,11 @@ static char *template_subst_string(struct template *t, const json_t *root, const
             end--;
         char *ref = xstrndup(start, (size_t)(end - start));
         char *suggestion = NULL;
-        const json_t *value = template_good_path(ref) ? template_lookup(root, ref, &suggestion) : NULL;
+        const json_t *value =
+            template_good_path(ref) ? template_lookup(root, ref, &suggestion) : NULL;
         char *text = NULL;
         if (value == NULL) {
-            char *hint = suggestion ? xasprintf(" (did you mean %s?)", suggestion)
-                                         : xstrdup("");
+            char *hint = suggestion ? xasprintf(" (did you mean %s?)", suggestion) : xstrdup("");
             template_fail(t, path, 0, "undefined ${%s}%s", ref, hint);
             free(hint);
             free(suggestion);
@@ -1411,7 +1423,8 @@ static int template_trial(struct template *t, const json_t *spec, const char *na
         }
     }
     t->spec = copy;
-    if (json_object_size(params) > 0 && template_check_value(t, &template_spec_key, copy, "spec") < 0)
+    if (json_object_size(params) > 0 &&
+        template_check_value(t, &template_spec_key, copy, "spec") < 0)
         goto fail;
     done = template_subst_tree(t, copy, copy, "spec", 0);
     if (done == NULL)
@@ -1525,9 +1538,10 @@ static int template_apply_set(struct template *t, json_t *spec, const char *set)
         json_t *child = json_is_object(node) ? json_object_get(node, component)
                         : indexed            ? json_array_get(node, index)
                                              : NULL;
-        if (!json_is_object(node) && child == NULL) {
-            t->err = xasprintf("--set %s: %s is not a mapping%s", set, doc,
-                               json_is_array(node) ? " (and has no such element)" : "");
+        if (json_is_array(node) && child == NULL) {
+            t->err = xasprintf("--set %s: %s has no element %s", set, doc, component);
+        } else if (!json_is_object(node) && child == NULL) {
+            t->err = xasprintf("--set %s: %s is not a mapping", set, doc);
         } else if (dot == NULL) {
             if (indexed)
                 json_array_set(node, index, value);
@@ -1620,7 +1634,8 @@ static int template_experiment(struct template *t, struct exp_def *def, unsigned
 {
     size_t ntrials;
     const json_t *sweep = json_object_get(def->spec, "sweep");
-    def->space = (size_t)template_space(sweep, &ntrials);
+    double space = template_space(sweep, &ntrials);
+    def->space = space < (double)SIZE_MAX ? (size_t)space : SIZE_MAX;
     def->parallel = (int)json_integer_value(json_object_get(sweep, "parallel"));
     if (template_expand(t, def->spec, def->name, 0, ntrials, seed, &def->tasks) < 0)
         return -1;
@@ -1676,7 +1691,7 @@ fail:
     exp_def_free(def);
     json_decref(root);
     template_free(&t);
-    *err = t.err;
+    *err = t.err ? t.err : xasprintf("%s: cannot be loaded", path);
     return -1;
 }
 
@@ -1692,7 +1707,7 @@ static int template_check_stored(struct template *t, const json_t *spec)
 int exp_trials(const json_t *spec, const char *name, size_t first, size_t n, unsigned seed,
                struct exp_task **out, size_t *nout, char **err)
 {
-    struct template t = {.name = name};
+    struct template t = {.name = name ? name : "experiment"};
     size_t ntrials;
     *out = NULL;
     *nout = 0;
@@ -1711,7 +1726,7 @@ int exp_trials(const json_t *spec, const char *name, size_t first, size_t n, uns
     }
     if (n == 0)
         return 0;
-    if (template_expand(&t, spec, name, first, n, seed, out) < 0)
+    if (template_expand(&t, spec, t.name, first, n, seed, out) < 0)
         goto fail;
     *nout = n;
     return 0;
@@ -1723,7 +1738,7 @@ fail:
 int exp_trial_from(const json_t *spec, const char *name, int trial, const json_t *params,
                    struct exp_task *out, char **err)
 {
-    struct template t = {.name = name};
+    struct template t = {.name = name ? name : "experiment"};
     const char *path;
     const json_t *value;
     memset(out, 0, sizeof *out);
@@ -1737,14 +1752,13 @@ int exp_trial_from(const json_t *spec, const char *name, int trial, const json_t
         char *suggestion = NULL;
         if (template_good_path(path) && template_lookup(spec, path, &suggestion) != NULL)
             continue;
-        char *hint = suggestion ? xasprintf("; did you mean '%s'?", suggestion)
-                                     : xstrdup("");
+        char *hint = suggestion ? xasprintf("; did you mean '%s'?", suggestion) : xstrdup("");
         template_fail(&t, "", 0, "parameter '%s' is not in the spec%s", path, hint);
         free(hint);
         free(suggestion);
         goto fail;
     }
-    if (template_trial(&t, spec, name, trial, params, NULL, out) < 0)
+    if (template_trial(&t, spec, t.name, trial, params, NULL, out) < 0)
         goto fail;
     return 0;
 fail:

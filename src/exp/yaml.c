@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 /* Deeper than any template needs; keeps a hostile file from exhausting the stack. */
@@ -356,8 +357,16 @@ int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_k
     json_t *root = NULL;
     FILE *fp = fopen(file, "rb");
     *out = NULL;
-    if (fp == NULL) {
+    struct stat st;
+    if (fp == NULL || fstat(fileno(fp), &st) < 0) {
         *err = xasprintf("%s: %s", file, strerror(errno));
+        if (fp != NULL)
+            fclose(fp);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) { /* fopen() opens one; libyaml would only say "input error" */
+        *err = xasprintf("%s: is a directory", file);
+        fclose(fp);
         return -1;
     }
     if (!yaml_parser_initialize(&reader.parser))

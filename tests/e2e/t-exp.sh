@@ -141,6 +141,37 @@ expect_eq "$(trials rounds 'print(len(d["trials"]))')" 4 "trials over two rounds
     fail "reason: $("$DROVER" exp show rounds | head -1)"
 expect_eq "$(trials rounds 'print(max(t["best"] for t in d["trials"]))')" 0.4 "the second round ran x=0.3, 0.4"
 
+t "validation limits epoch time; a pipeline runs its stages after what they need"
+cat > "$W/slow.yaml" <<'YAML'
+apiVersion: drover/v1
+kind: Experiment
+metadata: { name: slow }
+spec:
+  command: [sh, -c, "sleep 0.3; echo '{\"epoch\": 1, \"acc\": 1}' >> \"$DROVER_METRICS_FILE\""]
+  validation: { metric: acc, baseline: 0.5, max_epoch_time: 100ms }
+YAML
+"$DROVER" exp run "$W/slow.yaml" >/dev/null
+wait_until 30 exp_state_is slow failed
+"$DROVER" exp show slow | head -1 | grep -q "an epoch, over 100ms" || fail "reason: $("$DROVER" exp show slow | head -1)"
+cat > "$W/pipe.yaml" <<'YAML'
+apiVersion: drover/v1
+kind: Pipeline
+metadata: { name: pipe }
+spec:
+  data: { out: /tmp }
+  stages:
+    - { name: evaluate, needs: [train-a, train-b], command: [sh, -c, "date +%s%N > $OUT/evaluate"] }
+    - { name: prepare, command: [sh, -c, "date +%s%N > $OUT/prepare"] }
+    - { name: train-a, needs: [prepare], command: [sh, -c, "sleep 0.2; date +%s%N > $OUT/a"] }
+    - { name: train-b, needs: [prepare], command: [sh, -c, "sleep 0.2; date +%s%N > $OUT/b"] }
+YAML
+OUT=$W "$DROVER" exp run "$W/pipe.yaml" >/dev/null
+wait_until 30 exp_state_is pipe done
+[ "$(cat "$W/prepare")" -lt "$(cat "$W/a")" ] && [ "$(cat "$W/a")" -lt "$(cat "$W/evaluate")" ] &&
+    [ "$(cat "$W/b")" -lt "$(cat "$W/evaluate")" ] || fail "stages ran out of order"
+expect_eq "$(trials pipe 'print(sorted(t["stage"] for t in d["trials"]))')" \
+    "['evaluate', 'prepare', 'train-a', 'train-b']" "stages"
+
 t "a generator command proposes the next trials from the history"
 cat > "$W/gen.py" <<'PY'
 import json, sys

@@ -263,7 +263,8 @@ static void test_grid_order(void **state)
 static void test_max_trials(void **state)
 {
     struct exp_def *def = load(HEADER "  hyperparameters: {a: 0, b: x}\n"
-                                      "  command: [run, \"${hyperparameters.a}${hyperparameters.b}\"]\n"
+                                      "  command: [run, \"${hyperparameters.a}"
+                                      "${hyperparameters.b}\"]\n"
                                       "  sweep:\n"
                                       "    parameters:\n"
                                       "      hyperparameters.a: [1, 2, 3]\n"
@@ -283,7 +284,8 @@ static void test_ranges(void **state)
                                       "  sweep:\n"
                                       "    parameters:\n"
                                       "      hyperparameters.batch: {min: 16, max: 64, step: 16}\n"
-                                      "      hyperparameters.dropout: {min: 0.1, max: 0.5, step: 0.1}\n");
+                                      "      hyperparameters.dropout: "
+                                      "{min: 0.1, max: 0.5, step: 0.1}\n");
     assert_int_equal(def->ntasks, 4 * 5);
     assert_argv(&def->tasks[0], "run 16 0.1");
     assert_argv(&def->tasks[2], "run 16 0.3");
@@ -459,37 +461,39 @@ static void test_substitution(void **state)
     exp_def_free(def);
 }
 
+static const char pipeline_yaml[] =
+    "apiVersion: example.com/v1\n"
+    "kind: Pipeline\n"
+    "metadata: {name: pipe}\n"
+    "spec:\n"
+    "  data: {dir: /data}\n"
+    "  resources: {gpu_count: 1, memory: 8G}\n"
+    "  env: {DATA: \"${data.dir}\", MODE: all}\n"
+    "  timeout: 1h\n"
+    "  stages:\n"
+    "    - name: prepare\n"
+    "      command: [prep, \"${data.dir}\"]\n"
+    "      resources: {gpu_count: 0}\n"
+    "    - name: train-a\n"
+    "      command: [train, --seed=1]\n"
+    "      needs: [prepare]\n"
+    "      env: {MODE: a}\n"
+    "    - name: train-b\n"
+    "      command: [train, --seed=2]\n"
+    "      needs: [prepare]\n"
+    "      retry: 2\n"
+    "    - name: train-c\n"
+    "      command: [train, --seed=3]\n"
+    "      needs: [prepare]\n"
+    "      resources: {gpu_type: a100, gpu_count: 2}\n"
+    "    - name: evaluate\n"
+    "      command: [eval]\n"
+    "      needs: [train-a, train-b, train-c]\n"
+    "      timeout: 10m\n";
+
 static void test_pipeline(void **state)
 {
-    struct exp_def *def = load(
-        "apiVersion: example.com/v1\n"
-        "kind: Pipeline\n"
-        "metadata: {name: pipe}\n"
-        "spec:\n"
-        "  data: {dir: /data}\n"
-        "  resources: {gpu_count: 1, memory: 8G}\n"
-        "  env: {DATA: \"${data.dir}\", MODE: all}\n"
-        "  timeout: 1h\n"
-        "  stages:\n"
-        "    - name: prepare\n"
-        "      command: [prep, \"${data.dir}\"]\n"
-        "      resources: {gpu_count: 0}\n"
-        "    - name: train-a\n"
-        "      command: [train, --seed=1]\n"
-        "      needs: [prepare]\n"
-        "      env: {MODE: a}\n"
-        "    - name: train-b\n"
-        "      command: [train, --seed=2]\n"
-        "      needs: [prepare]\n"
-        "      retry: 2\n"
-        "    - name: train-c\n"
-        "      command: [train, --seed=3]\n"
-        "      needs: [prepare]\n"
-        "      resources: {gpu_type: a100, gpu_count: 2}\n"
-        "    - name: evaluate\n"
-        "      command: [eval]\n"
-        "      needs: [train-a, train-b, train-c]\n"
-        "      timeout: 10m\n");
+    struct exp_def *def = load(pipeline_yaml);
     assert_int_equal(def->kind, EXP_PIPELINE);
     assert_int_equal(def->ntasks, 5);
     assert_string_equal(def->tasks[0].name, "prepare");
@@ -510,6 +514,19 @@ static void test_pipeline(void **state)
     assert_null(def->tasks[4].needs[3]);
     assert_int_equal(def->tasks[4].timeout_ms, 600000);
     assert_int_equal(def->tasks[3].timeout_ms, 3600000);
+    exp_def_free(def);
+
+    /* --set reaches into a stage by its index */
+    char *sets[] = {"stages.1.retry=5", "stages.0.resources.memory=1Gi"};
+    def = load_sets(pipeline_yaml, sets, 2, 1);
+    assert_int_equal(def->tasks[1].retries, 5);
+    assert_true(def->tasks[0].mem == 1ull << 30);
+    exp_def_free(def);
+    char *beyond[] = {"stages.9.retry=5"};
+    expect_error_sets(pipeline_yaml, beyond, 1,
+                      "--set stages.9.retry=5: spec.stages has no element 9");
+
+    def = load(pipeline_yaml);
     char *out = printed(def);
     const char *want_end =
         "task evaluate  gpus=1 gpu_mem=- mem=8G gpu_type=- timeout=10m00s retries=0\n"
@@ -638,9 +655,11 @@ static void test_errors(void **state)
                  "6:21: undefined ${nothing.here}");
     expect_error(HEADER "  command: [python, \"${unclosed\"]\n",
                  "6:21: unterminated ${ (write $${ for a literal ${)");
-    expect_error(HEADER "  hyperparameters: {a: \"${hyperparameters.b}\", b: \"${hyperparameters.a}\"}\n"
+    expect_error(HEADER "  hyperparameters: {a: \"${hyperparameters.b}\", "
+                        "b: \"${hyperparameters.a}\"}\n"
                         "  command: [\"${hyperparameters.a}\"]\n",
-                 "6:51: ${…} nested more than 8 deep (does ${hyperparameters.b} refer to itself?)");
+                 "6:51: ${…} nested more than 8 deep (does ${hyperparameters.b} refer to "
+                 "itself?)");
     expect_error("apiVersion: drover/v1\nkind: Pipeline\nmetadata: {name: p}\nspec:\n"
                  "  stages:\n"
                  "    - {name: a, command: [x]}\n"
