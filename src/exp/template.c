@@ -4,7 +4,12 @@
  * Every node is located by its dotted path ("spec.command[2]"); exp/yaml.c maps each path to
  * "FILE:LINE:COLUMN", --set maps what it wrote to "--set a.b=v", and a trial maps what its sweep
  * put in place to where the sweep's value was written. A stored spec has no file: its errors
- * begin with the experiment's name instead. */
+ * begin with the experiment's name instead.
+ *
+ * A trial is a copy of the spec with its swept values put in, checked again (a sweep may set
+ * resources.gpu_count), then substituted as a whole: every string of it, so a ${…} that names
+ * nothing is an error wherever it is, and a value may itself hold ${…}. Tasks are read from the
+ * substituted copy; exp_def.spec stays as written (after --set). */
 #include "exp/template.h"
 #include "util/parse.h"
 #include "util/xalloc.h"
