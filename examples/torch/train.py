@@ -17,6 +17,7 @@ import importlib.util
 import json
 import math
 import os
+import pickle
 import signal
 import sys
 import time
@@ -59,7 +60,10 @@ class Checkpointer:
         # model's and the optimiser's tensors to the model's device.
         try:
             return torch.load(self.path, map_location="cpu", weights_only=True)
-        except TypeError:   # torch older than 1.13 has no weights_only
+        except (TypeError, pickle.UnpicklingError):
+            # torch older than 1.13 has no weights_only, and 1.13's (Debian 12's) refuses the
+            # plain floats an optimiser's state holds. The file is this run's own checkpoint,
+            # written by save() below into the task's own checkpoint directory.
             return torch.load(self.path, map_location="cpu")
 
     def save(self, state, path=None):
