@@ -68,7 +68,7 @@ static void asha_grow(void **ptr, size_t *cap, size_t need, size_t elem)
     *cap = ncap;
 }
 
-/* An invalid grace or eta is a caller's bug (exp/template.c checks the YAML); it is mended to the
+/* An invalid grace or eta is a caller's bug (exp/schema.c checks the YAML); it is mended to the
  * documented defaults rather than aborting a daemon over an early-stopping setting. */
 struct stopper *stopper_new(const struct stop_config *config)
 {

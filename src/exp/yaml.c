@@ -7,6 +7,7 @@
  * resolve as in YAML 1.2's core schema (null/~, true/false, ints incl. 0x/0o, floats incl. 1e-3);
  * quoted and block scalars are always strings. The yes/no/on/off booleans of YAML 1.1 are not
  * recognised: `country: no` stays a string. */
+#include "exp/template-internal.h" /* exp_yaml_read, exp_yaml_scalar: no exp/yaml.h */
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -22,10 +23,6 @@
 
 /* Deeper than any template needs; keeps a hostile file from exhausting the stack. */
 #define YAML_MAX_DEPTH 64
-
-/* There is no exp/yaml.h: exp/template.c, the only user, declares these two. */
-int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_keys, char **err);
-int exp_yaml_scalar(const char *text, json_t **out, char **err);
 
 struct yaml_reader {
     yaml_parser_t parser;
