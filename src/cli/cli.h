@@ -60,6 +60,8 @@ int client_connect(bool autostart);
 bool out_color(void);
 const char *out_state_color(const char *state);
 void out_json(json_t *j);
+/* This process's environment as {"NAME": "value"} (what a task inherits). New reference. */
+json_t *out_environment(void);
 /* Parses "3" into a task id, or prints an error and returns -1. */
 long long out_task_id(const struct cmd_entry *cmd, const char *s);
 /* A table: set headers, add rows of strings, print aligned. */

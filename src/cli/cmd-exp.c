@@ -35,20 +35,6 @@ static const char *const *exp_values(const struct cmd_entry *cmd, struct cmd_arg
     return NULL;
 }
 
-static json_t *exp_environment(void)
-{
-    json_t *env = json_object();
-    for (char **e = environ; *e; e++) {
-        char *eq = strchr(*e, '=');
-        if (eq == NULL || eq == *e)
-            continue;
-        char *k = xstrndup(*e, (size_t)(eq - *e));
-        json_object_set_new(env, k, json_string(eq + 1));
-        free(k);
-    }
-    return env;
-}
-
 static int exp_run(const struct cmd_entry *cmd, struct cmd_args *args)
 {
     if (args->argc != 2)
@@ -86,7 +72,7 @@ static int exp_run(const struct cmd_entry *cmd, struct cmd_args *args)
     json_object_set_new(req, "space", json_integer((json_int_t)def->space));
     json_object_set_new(req, "seed", json_integer(seed));
     json_object_set_new(req, "workdir", json_string(cwd));
-    json_object_set_new(req, "env", exp_environment());
+    json_object_set_new(req, "env", out_environment());
     int rc;
     json_t *reply = client_call(cmd->name, req, &rc);
     if (reply != NULL) {

@@ -108,15 +108,7 @@ static int submit_numbers(const struct cmd_entry *cmd, struct cmd_args *args, js
 
 static int submit_env(const struct cmd_entry *cmd, struct cmd_args *args, json_t *req)
 {
-    json_t *env = json_object();
-    for (char **e = environ; *e; e++) {
-        char *eq = strchr(*e, '=');
-        if (eq == NULL || eq == *e)
-            continue;
-        char *k = xstrndup(*e, (size_t)(eq - *e));
-        json_object_set_new(env, k, json_string(eq + 1));
-        free(k);
-    }
+    json_t *env = out_environment();
     const char *const *vals = NULL;
     for (int i = 0; cmd->opts[i].name; i++)
         if (strcmp(cmd->opts[i].name, "env") == 0)

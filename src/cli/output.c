@@ -116,3 +116,18 @@ void table_free(struct table *t)
     free(t->width);
     free(t);
 }
+
+json_t *out_environment(void)
+{
+    extern char **environ;
+    json_t *env = json_object();
+    for (char **e = environ; *e; e++) {
+        char *eq = strchr(*e, '=');
+        if (eq == NULL || eq == *e)
+            continue;
+        char *k = xstrndup(*e, (size_t)(eq - *e));
+        json_object_set_new(env, k, json_string(eq + 1));
+        free(k);
+    }
+    return env;
+}
