@@ -13,8 +13,6 @@
 #include "util/parse.h"
 #include "util/xalloc.h"
 
-extern char **environ;
-
 static const struct cmd_opt exp_opts[] = {
     {"set", 0, true, true, "run: KEY=VALUE overrides a spec value, e.g. hyperparameters.lr=0.1"},
     {"dry-run", 0, false, false, "run: print the tasks it would create, create nothing"},

@@ -12,8 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-extern char **environ;
-
 static const struct cmd_opt submit_opts[] = {
     {"name", 0, true, false, "a name for the task"},
     {"gpus", 0, true, false, "GPUs needed (default 0: CPU-only)"},

@@ -47,6 +47,7 @@ struct run {
     char *exp;                  /* NULL: not a trial */
     int trial;
     long long metrics_off, stdout_off;
+    int64_t metrics_lines;      /* the step of a JSON line that gives none */
     int64_t pattern_step;
 };
 

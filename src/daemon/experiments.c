@@ -315,12 +315,11 @@ void exp_poll(struct daemon *d)
             store_begin(d->store);
             begun = true;
         }
-        int64_t counter = r->metrics_off;
         char *save = NULL;
         bool stopped = false;
         for (char *line = text ? strtok_r(text, "\n", &save) : NULL; line && !stopped;
              line = strtok_r(NULL, "\n", &save))
-            stopped |= exp_json_line(d, e, r, line, &counter);
+            stopped |= exp_json_line(d, e, r, line, &r->metrics_lines);
         if (out && !stopped)
             exp_log_lines(d, e, r, out);
         free(text);
@@ -335,7 +334,8 @@ void exp_poll(struct daemon *d)
 
 /* ---- trials that end: the circuit breaker, the experiment's end ---------------------------- */
 
-static int exp_live_tasks(struct daemon *d, const char *name, int64_t **ids, size_t *n)
+/* The experiment's tasks that have not ended (malloc'd *ids). */
+static void exp_live_tasks(struct daemon *d, const char *name, int64_t **ids, size_t *n)
 {
     json_t *trials = store_exp_trials(d->store, name, NULL, true, daemon_now()), *t;
     size_t i;
@@ -348,7 +348,6 @@ static int exp_live_tasks(struct daemon *d, const char *name, int64_t **ids, siz
             (*ids)[(*n)++] = id;
     }
     json_decref(trials);
-    return 0;
 }
 
 /* ---- when every trial has ended: validation, the archive, the next round ------------------ */
@@ -562,10 +561,7 @@ static int exp_next_round(struct daemon *d, const char *name, json_t *row, json_
         json_decref(reply);
         goto out;
     }
-    char *set = xasprintf("UPDATE experiments SET next_trial = %lld WHERE name = '%s'",
-                          (long long)(next + (json_int_t)ntasks), name);
-    rc = store_exec(d->store, set);
-    free(set);
+    rc = store_exp_set_next(d->store, name, next + (json_int_t)ntasks);
     size_t used = strlen(why);
     snprintf(why + used, len - used, "; next round: trials %lld-%lld",
              (long long)next, (long long)(next + (json_int_t)ntasks - 1));
@@ -693,10 +689,7 @@ static void exp_generated(struct daemon *d, const char *name, json_t *row, int64
         json_decref(reply);
         goto fail;
     }
-    char *set = xasprintf("UPDATE experiments SET next_trial = %lld WHERE name = '%s'",
-                          (long long)(next + (json_int_t)json_array_size(list)), name);
-    store_exec(d->store, set);
-    free(set);
+    store_exp_set_next(d->store, name, next + (json_int_t)json_array_size(list));
     snprintf(why, sizeof why, "the generator proposed %zu trials", json_array_size(list));
     store_exp_set_state(d->store, name, "running", why);
     goto out;

@@ -27,10 +27,8 @@ struct conn {
 json_t *reply_error(int code, const char *fmt, ...)
 {
     va_list ap;
-    char *msg;
     va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        fatalx("out of memory");
+    char *msg = xvasprintf(fmt, ap);
     va_end(ap);
     json_t *r = json_pack("{s:b,s:s,s:i}", "ok", 0, "error", msg, "code", code);
     free(msg);

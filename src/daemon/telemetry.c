@@ -81,23 +81,6 @@ static pid_t tel_session(pid_t pid)
     return (pid_t)session;
 }
 
-/* The task's process group from the run directory's pid file (0 until the task is forked). */
-static pid_t tel_pgid(const char *run_dir)
-{
-    char *path = xasprintf("%s/pid", run_dir), line[64];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    free(path);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, line, sizeof line - 1);
-    close(fd);
-    long sup, pgid;
-    if (n <= 0)
-        return 0;
-    line[n] = '\0';
-    return sscanf(line, "%ld %ld", &sup, &pgid) == 2 && pgid > 0 ? (pid_t)pgid : 0;
-}
-
 static long long tel_log_size(const char *run_dir)
 {
     static const char *const names[] = {"stdout", "stderr"};
@@ -219,7 +202,7 @@ static void tel_runs(struct daemon *d)
     struct telemetry *t = d->tel;
     for (struct run *r = d->runs; r; r = r->next) {
         if (r->pgid == 0)
-            r->pgid = tel_pgid(r->run_dir);
+            r->pgid = exec_task_pgid(r->run_dir);
         memset(r->use, 0, sizeof r->use);
         r->use_known = false;
     }

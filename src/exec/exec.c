@@ -255,6 +255,13 @@ enum exec_probe exec_probe(const char *run_dir, struct exec_status *status)
     return result;
 }
 
+pid_t exec_task_pgid(const char *run_dir)
+{
+    pid_t supervisor, pgid;
+
+    return exec_pid_read(run_dir, &supervisor, &pgid, NULL) == 0 ? pgid : 0;
+}
+
 pid_t exec_supervisor_pid(const char *run_dir)
 {
     pid_t supervisor, pgid;

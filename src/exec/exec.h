@@ -56,6 +56,8 @@ enum exec_probe {
 /* What became of the attempt in run_dir. Never blocks. */
 enum exec_probe exec_probe(const char *run_dir, struct exec_status *status);
 
+/* The task's process group (which is also its session) from run_dir/pid; 0 until forked. */
+pid_t exec_task_pgid(const char *run_dir);
 /* The supervisor's pid from run_dir/pid, or -1. */
 pid_t exec_supervisor_pid(const char *run_dir);
 

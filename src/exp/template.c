@@ -65,10 +65,8 @@ int template_fail(struct template *t, const char *path, int flags, const char *f
     if (t->err != NULL)
         return -1;
     va_list ap;
-    char *msg;
     va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        fatalx("out of memory");
+    char *msg = xvasprintf(fmt, ap);
     va_end(ap);
     char *loc = template_location(t, path, flags);
     t->err = xasprintf("%s: %s", loc, msg);

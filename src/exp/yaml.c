@@ -43,10 +43,8 @@ static int yaml_fail(struct yaml_reader *reader, yaml_mark_t mark, const char *f
     if (reader->err != NULL)
         return -1;
     va_list ap;
-    char *msg;
     va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        fatalx("out of memory");
+    char *msg = xvasprintf(fmt, ap);
     va_end(ap);
     if (reader->file != NULL) {
         char *loc = yaml_location(reader, mark);

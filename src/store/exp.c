@@ -1,28 +1,11 @@
 /* Experiments in the store: the experiment rows, which task is which trial, the metrics tasks
  * report, and the leaderboard view. */
-#include "store/store.h"
+#include "store/internal.h"
 #include "util/xalloc.h"
 
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
-sqlite3 *store_db(struct store *st);
-
-static sqlite3_stmt *exp_prepare(struct store *st, const char *sql)
-{
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
-        return NULL;
-    return s;
-}
-
-static int exp_done(sqlite3_stmt *s)
-{
-    int rc = s != NULL && sqlite3_step(s) == SQLITE_DONE ? 0 : -1;
-    sqlite3_finalize(s);
-    return rc;
-}
 
 static json_t *exp_text_or_null(sqlite3_stmt *s, int col)
 {
@@ -33,7 +16,7 @@ static json_t *exp_text_or_null(sqlite3_stmt *s, int col)
 
 bool store_exp_exists(struct store *st, const char *name)
 {
-    sqlite3_stmt *s = exp_prepare(st, "SELECT 1 FROM experiments WHERE name = ?1");
+    sqlite3_stmt *s = store_prepare(st, "SELECT 1 FROM experiments WHERE name = ?1");
     bool found = false;
     if (s != NULL) {
         sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
@@ -46,7 +29,7 @@ bool store_exp_exists(struct store *st, const char *name)
 int store_exp_insert(struct store *st, const char *name, const char *kind, const json_t *spec,
                      int64_t seed, int64_t next_trial, int64_t space, int64_t now)
 {
-    sqlite3_stmt *s = exp_prepare(st, "INSERT INTO experiments (name, kind, spec, state, created,"
+    sqlite3_stmt *s = store_prepare(st, "INSERT INTO experiments (name, kind, spec, state, created,"
                                       " seed, next_trial, space) VALUES (?1, ?2, ?3, 'running',"
                                       " ?4, ?5, ?6, ?7)");
     if (s == NULL)
@@ -60,13 +43,13 @@ int store_exp_insert(struct store *st, const char *name, const char *kind, const
     sqlite3_bind_int64(s, 6, next_trial);
     sqlite3_bind_int64(s, 7, space);
     free(text);
-    return exp_done(s);
+    return store_step_once(s);
 }
 
 int store_trial_insert(struct store *st, const char *exp, int trial, int64_t task,
                        const char *stage, const json_t *params)
 {
-    sqlite3_stmt *s = exp_prepare(st, "INSERT INTO trials (exp, trial, task_id, stage, params)"
+    sqlite3_stmt *s = store_prepare(st, "INSERT INTO trials (exp, trial, task_id, stage, params)"
                                       " VALUES (?1, ?2, ?3, ?4, ?5)");
     if (s == NULL)
         return -1;
@@ -78,12 +61,12 @@ int store_trial_insert(struct store *st, const char *exp, int trial, int64_t tas
         sqlite3_bind_text(s, 4, stage, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 5, text, -1, SQLITE_TRANSIENT);
     free(text);
-    return exp_done(s);
+    return store_step_once(s);
 }
 
 char *store_trial_of_task(struct store *st, int64_t task, int *trial)
 {
-    sqlite3_stmt *s = exp_prepare(st, "SELECT exp, trial FROM trials WHERE task_id = ?1");
+    sqlite3_stmt *s = store_prepare(st, "SELECT exp, trial FROM trials WHERE task_id = ?1");
     char *exp = NULL;
     if (s != NULL) {
         sqlite3_bind_int64(s, 1, task);
@@ -99,7 +82,7 @@ char *store_trial_of_task(struct store *st, int64_t task, int *trial)
 int store_metric_insert(struct store *st, int64_t task, int64_t step, const char *name,
                         double value, int64_t now)
 {
-    sqlite3_stmt *s = exp_prepare(st, "INSERT OR REPLACE INTO metrics (task_id, step, name, value,"
+    sqlite3_stmt *s = store_prepare(st, "INSERT OR REPLACE INTO metrics (task_id, step, name, value,"
                                       " ts) VALUES (?1, ?2, ?3, ?4, ?5)");
     if (s == NULL)
         return -1;
@@ -108,24 +91,34 @@ int store_metric_insert(struct store *st, int64_t task, int64_t step, const char
     sqlite3_bind_text(s, 3, name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_double(s, 4, value);
     sqlite3_bind_int64(s, 5, now);
-    return exp_done(s);
+    return store_step_once(s);
+}
+
+int store_exp_set_next(struct store *st, const char *name, int64_t next_trial)
+{
+    sqlite3_stmt *s = store_prepare(st, "UPDATE experiments SET next_trial = ?2 WHERE name = ?1");
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 2, next_trial);
+    return store_step_once(s);
 }
 
 int store_trial_stopped(struct store *st, int64_t task, int rung, const char *reason)
 {
-    sqlite3_stmt *s = exp_prepare(st, "UPDATE trials SET stopped_early = 1, rung = ?2,"
+    sqlite3_stmt *s = store_prepare(st, "UPDATE trials SET stopped_early = 1, rung = ?2,"
                                       " stop_reason = ?3 WHERE task_id = ?1");
     if (s == NULL)
         return -1;
     sqlite3_bind_int64(s, 1, task);
     sqlite3_bind_int(s, 2, rung);
     sqlite3_bind_text(s, 3, reason, -1, SQLITE_TRANSIENT);
-    return exp_done(s);
+    return store_step_once(s);
 }
 
 int store_exp_set_state(struct store *st, const char *name, const char *state, const char *reason)
 {
-    sqlite3_stmt *s = exp_prepare(st, "UPDATE experiments SET state = ?2, reason = ?3"
+    sqlite3_stmt *s = store_prepare(st, "UPDATE experiments SET state = ?2, reason = ?3"
                                       " WHERE name = ?1");
     if (s == NULL)
         return -1;
@@ -133,12 +126,12 @@ int store_exp_set_state(struct store *st, const char *name, const char *state, c
     sqlite3_bind_text(s, 2, state, -1, SQLITE_STATIC);
     if (reason != NULL)
         sqlite3_bind_text(s, 3, reason, -1, SQLITE_TRANSIENT);
-    return exp_done(s);
+    return store_step_once(s);
 }
 
 int store_exp_failures(struct store *st, const char *name, bool failed)
 {
-    sqlite3_stmt *s = exp_prepare(st, failed ? "UPDATE experiments SET failures = failures + 1"
+    sqlite3_stmt *s = store_prepare(st, failed ? "UPDATE experiments SET failures = failures + 1"
                                                " WHERE name = ?1 RETURNING failures"
                                              : "UPDATE experiments SET failures = 0"
                                                " WHERE name = ?1 RETURNING failures");
@@ -156,7 +149,7 @@ int store_exp_failures(struct store *st, const char *name, bool failed)
 
 json_t *store_exp_get(struct store *st, const char *name)
 {
-    sqlite3_stmt *s = exp_prepare(st, "SELECT name, kind, spec, state, reason, created, seed,"
+    sqlite3_stmt *s = store_prepare(st, "SELECT name, kind, spec, state, reason, created, seed,"
                                       " next_trial, space, failures FROM experiments"
                                       " WHERE name = ?1");
     json_t *e = NULL;
@@ -184,7 +177,7 @@ json_t *store_exp_get(struct store *st, const char *name)
 json_t *store_exp_list(struct store *st)
 {
     json_t *list = json_array();
-    sqlite3_stmt *s = exp_prepare(
+    sqlite3_stmt *s = store_prepare(
         st, "SELECT e.name, e.kind, e.state, e.reason, e.created, COUNT(t.task_id),"
             " SUM(k.state = 'running'), SUM(k.state IN ('queued','pending','held','retrying')),"
             " SUM(k.state = 'succeeded'), SUM(k.state IN ('failed','timed_out','upstream_failed')),"
@@ -210,7 +203,7 @@ json_t *store_exp_list(struct store *st)
 static json_t *exp_latest(struct store *st, int64_t task)
 {
     json_t *obj = json_object();
-    sqlite3_stmt *s = exp_prepare(st, "SELECT name, value, MAX(step) FROM metrics"
+    sqlite3_stmt *s = store_prepare(st, "SELECT name, value, MAX(step) FROM metrics"
                                       " WHERE task_id = ?1 GROUP BY name");
     if (s != NULL)
         sqlite3_bind_int64(s, 1, task);
@@ -225,7 +218,7 @@ static json_t *exp_best(struct store *st, int64_t task, const char *metric, bool
 {
     if (metric == NULL)
         return json_null();
-    sqlite3_stmt *s = exp_prepare(st, maximize ? "SELECT MAX(value) FROM metrics WHERE"
+    sqlite3_stmt *s = store_prepare(st, maximize ? "SELECT MAX(value) FROM metrics WHERE"
                                                  " task_id = ?1 AND name = ?2"
                                                : "SELECT MIN(value) FROM metrics WHERE"
                                                  " task_id = ?1 AND name = ?2");
@@ -244,7 +237,7 @@ json_t *store_exp_trials(struct store *st, const char *name, const char *metric,
                          int64_t now)
 {
     json_t *list = json_array();
-    sqlite3_stmt *s = exp_prepare(
+    sqlite3_stmt *s = store_prepare(
         st, "SELECT t.trial, t.task_id, t.stage, t.params, k.state, k.reason, t.stopped_early,"
             " t.stop_reason, t.rung, k.attempts, k.gpus,"
             " (SELECT SUM(COALESCE(a.end_ms, ?2) - a.start_ms) FROM attempts a"
@@ -282,7 +275,7 @@ json_t *store_exp_trials(struct store *st, const char *name, const char *metric,
 json_t *store_exp_metric_stream(struct store *st, const char *name, const char *metric)
 {
     json_t *list = json_array();
-    sqlite3_stmt *s = exp_prepare(st, "SELECT t.trial, m.step, m.value FROM metrics m"
+    sqlite3_stmt *s = store_prepare(st, "SELECT t.trial, m.step, m.value FROM metrics m"
                                       " JOIN trials t ON t.task_id = m.task_id"
                                       " WHERE t.exp = ?1 AND m.name = ?2 ORDER BY m.ts, m.rowid");
     if (s != NULL) {
@@ -300,7 +293,7 @@ json_t *store_exp_metric_stream(struct store *st, const char *name, const char *
 json_t *store_task_metrics(struct store *st, int64_t task)
 {
     json_t *list = json_array();
-    sqlite3_stmt *s = exp_prepare(st, "SELECT step, name, value FROM metrics WHERE task_id = ?1"
+    sqlite3_stmt *s = store_prepare(st, "SELECT step, name, value FROM metrics WHERE task_id = ?1"
                                       " ORDER BY step, name");
     if (s != NULL)
         sqlite3_bind_int64(s, 1, task);

@@ -1,12 +1,11 @@
 /* The read side of the store: restore iteration and the JSON views of tasks. */
-#include "store/store.h"
+#include "store/internal.h"
 #include "util/xalloc.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
-sqlite3 *store_db(struct store *st);
 
 static const char *col_text(sqlite3_stmt *s, int i)
 {

@@ -1,4 +1,4 @@
-#include "store/store.h"
+#include "store/internal.h"
 #include "util/xalloc.h"
 
 #include <sqlite3.h>
@@ -435,10 +435,24 @@ char *store_setting(struct store *st, const char *key)
     return value;
 }
 
-/* Shared with query.c: the raw handle for one-off statements. */
 sqlite3 *store_db(struct store *st)
 {
     return st->db;
+}
+
+sqlite3_stmt *store_prepare(struct store *st, const char *sql)
+{
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
+        return NULL;
+    return s;
+}
+
+int store_step_once(sqlite3_stmt *s)
+{
+    int rc = s != NULL && sqlite3_step(s) == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(s);
+    return rc;
 }
 
 json_t *store_task_exec_info(struct store *st, int64_t id)

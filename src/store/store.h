@@ -143,6 +143,8 @@ char *store_trial_of_task(struct store *st, int64_t task, int *trial);
 int store_metric_insert(struct store *st, int64_t task, int64_t step, const char *name,
                         double value, int64_t now);
 int store_trial_stopped(struct store *st, int64_t task, int rung, const char *reason);
+/* The trial number the experiment's next round or generator proposal starts at. */
+int store_exp_set_next(struct store *st, const char *name, int64_t next_trial);
 /* state: running, paused, stopped, done, failed, passed. */
 int store_exp_set_state(struct store *st, const char *name, const char *state, const char *reason);
 /* Counts one more consecutive failure (or resets the count); returns the count, or -1. */

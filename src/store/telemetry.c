@@ -1,38 +1,19 @@
 /* What tasks use and what the GPUs did: profiles and learned claims, attempt usage, the GPU
  * series (raw for an hour, one-minute means for 30 days), and the counts the snapshot shows. */
-#include "store/store.h"
+#include "store/internal.h"
 #include "util/xalloc.h"
 
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-sqlite3 *store_db(struct store *st);
 
 #define STORE_RAW_KEEP_MS (3600LL * 1000)
 #define STORE_MINUTES_KEEP_MS (30LL * 24 * 3600 * 1000)
 
-/* Prepares sql, or returns NULL (the store's error is SQLite's). */
-static sqlite3_stmt *tel_prepare(struct store *st, const char *sql)
-{
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
-        return NULL;
-    return s;
-}
-
-/* Steps a statement that returns no rows, and finalizes it. */
-static int tel_done(sqlite3_stmt *s)
-{
-    int rc = s != NULL && sqlite3_step(s) == SQLITE_DONE ? 0 : -1;
-    sqlite3_finalize(s);
-    return rc;
-}
-
 int store_task_requeue(struct store *st, int64_t id, uint64_t gpu_mem, const char *claim_source)
 {
-    sqlite3_stmt *s = tel_prepare(st, "UPDATE tasks SET gpu_mem = ?2, claim_source ="
+    sqlite3_stmt *s = store_prepare(st, "UPDATE tasks SET gpu_mem = ?2, claim_source ="
                                       " COALESCE(?3, claim_source),"
                                       " base_attempts = base_attempts + 1 WHERE id = ?1");
     if (s == NULL)
@@ -41,12 +22,12 @@ int store_task_requeue(struct store *st, int64_t id, uint64_t gpu_mem, const cha
     sqlite3_bind_int64(s, 2, (sqlite3_int64)gpu_mem);
     if (claim_source != NULL)
         sqlite3_bind_text(s, 3, claim_source, -1, SQLITE_STATIC);
-    return tel_done(s);
+    return store_step_once(s);
 }
 
 uint64_t store_profile_peak(struct store *st, const char *profile)
 {
-    sqlite3_stmt *s = tel_prepare(
+    sqlite3_stmt *s = store_prepare(
         st, "SELECT MAX(p) FROM (SELECT a.peak_gpu_mem AS p FROM attempts a"
             " JOIN tasks t ON t.id = a.task_id WHERE t.profile = ?1 AND a.outcome = 'succeeded'"
             " AND a.peak_gpu_mem > 0 ORDER BY a.end_ms DESC LIMIT 5)");
@@ -62,7 +43,7 @@ uint64_t store_profile_peak(struct store *st, const char *profile)
 
 int store_attempt_usage(struct store *st, int64_t task, int attempt, uint64_t peak, double util)
 {
-    sqlite3_stmt *s = tel_prepare(st, "UPDATE attempts SET peak_gpu_mem = ?3, mean_gpu_util = ?4"
+    sqlite3_stmt *s = store_prepare(st, "UPDATE attempts SET peak_gpu_mem = ?3, mean_gpu_util = ?4"
                                       " WHERE task_id = ?1 AND n = ?2");
     if (s == NULL)
         return -1;
@@ -72,7 +53,7 @@ int store_attempt_usage(struct store *st, int64_t task, int attempt, uint64_t pe
         sqlite3_bind_int64(s, 3, (sqlite3_int64)peak);
     if (util >= 0)
         sqlite3_bind_double(s, 4, util);
-    return tel_done(s);
+    return store_step_once(s);
 }
 
 static void tel_bind_known(sqlite3_stmt *s, int col, int64_t v)
@@ -86,7 +67,7 @@ static void tel_bind_known(sqlite3_stmt *s, int col, int64_t v)
 int store_telemetry_flush(struct store *st, const struct gpu_row *rows, size_t n, int64_t now)
 {
     store_begin(st);
-    sqlite3_stmt *s = tel_prepare(st, "INSERT INTO gpu_samples (ts, gpu, util, mem_used, temp,"
+    sqlite3_stmt *s = store_prepare(st, "INSERT INTO gpu_samples (ts, gpu, util, mem_used, temp,"
                                       " power_mw) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
     if (s == NULL)
         goto fail;
@@ -128,7 +109,7 @@ fail:
 static json_t *tel_grouped(struct store *st, const char *sql)
 {
     json_t *obj = json_object();
-    sqlite3_stmt *s = tel_prepare(st, sql);
+    sqlite3_stmt *s = store_prepare(st, sql);
     while (s != NULL && sqlite3_step(s) == SQLITE_ROW)
         if (sqlite3_column_type(s, 0) == SQLITE_TEXT)
             json_object_set_new(obj, (const char *)sqlite3_column_text(s, 0),
@@ -153,7 +134,7 @@ json_t *store_counts(struct store *st)
 json_t *store_queued_brief(struct store *st, int limit)
 {
     json_t *list = json_array();
-    sqlite3_stmt *s = tel_prepare(st, "SELECT id, name, priority, gpus, gpu_mem, ready_time"
+    sqlite3_stmt *s = store_prepare(st, "SELECT id, name, priority, gpus, gpu_mem, ready_time"
                                       " FROM tasks WHERE state = 'queued' ORDER BY id LIMIT ?1");
     if (s != NULL)
         sqlite3_bind_int(s, 1, limit);
@@ -175,7 +156,7 @@ json_t *store_queued_brief(struct store *st, int limit)
 char *store_task_name(struct store *st, int64_t id)
 {
     char *name = NULL;
-    sqlite3_stmt *s = tel_prepare(st, "SELECT name FROM tasks WHERE id = ?1");
+    sqlite3_stmt *s = store_prepare(st, "SELECT name FROM tasks WHERE id = ?1");
     if (s != NULL)
         sqlite3_bind_int64(s, 1, id);
     if (s != NULL && sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_TEXT)

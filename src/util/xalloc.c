@@ -64,13 +64,19 @@ char *xstrndup(const char *s, size_t n)
     return p;
 }
 
+char *xvasprintf(const char *fmt, va_list ap)
+{
+    char *s;
+    if (vasprintf(&s, fmt, ap) < 0)
+        fatalx("out of memory (asprintf)");
+    return s;
+}
+
 char *xasprintf(const char *fmt, ...)
 {
     va_list ap;
-    char *s;
     va_start(ap, fmt);
-    if (vasprintf(&s, fmt, ap) < 0)
-        fatalx("out of memory (asprintf)");
+    char *s = xvasprintf(fmt, ap);
     va_end(ap);
     return s;
 }

@@ -1,6 +1,7 @@
 /* Allocation that cannot return NULL, and the fatal-error tier. */
 #ifndef DROVER_XALLOC_H
 #define DROVER_XALLOC_H
+#include <stdarg.h>
 #include <stddef.h>
 
 void *xmalloc(size_t size);
@@ -12,6 +13,7 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 /* Returns a newly allocated formatted string; the caller frees it. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 /* An impossible state: print and abort. */
 void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

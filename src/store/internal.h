@@ -1,0 +1,16 @@
+/* store/internal.h — what the store's files share (not for the rest of drover). */
+#ifndef DROVER_STORE_INTERNAL_H
+#define DROVER_STORE_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "store/store.h"
+
+/* The raw handle, for one-off statements. */
+sqlite3 *store_db(struct store *st);
+/* Prepares a one-off statement, or returns NULL (the error is SQLite's). */
+sqlite3_stmt *store_prepare(struct store *st, const char *sql);
+/* Steps a statement that returns no rows and finalizes it; 0, or -1 (also for s == NULL). */
+int store_step_once(sqlite3_stmt *s);
+
+#endif
