@@ -3,7 +3,7 @@
 BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps check demo clean asan bench
+.PHONY: all deps check demo clean asan bench fuzz
 
 all: $(BUILD)/Makefile
 	@$(MAKE) --no-print-directory -C $(BUILD)
@@ -25,5 +25,12 @@ demo: deps all
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON" check
 
+# libFuzzer harnesses (tests/fuzz/README.md): each runs FUZZ_SECONDS; fails if any finds a crash,
+# which is left in build-fuzz/crashes/ with the command that reproduces it.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/fuzz.sh build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh run
+
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -46,22 +46,38 @@ int cmd_usage_error(const struct cmd_entry *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int cli_main(int argc, char **argv);
 
-/* client.c: one request, one reply. Exits with EXIT_UNREACHABLE when the daemon cannot be
- * reached (starting it first unless DROVER_NO_AUTOSTART=1). An error reply is printed as
- * "drover CMD: ERROR" and its code returned through *code; the reply is returned either way
- * (NULL on error). */
+/* client.c: one request, one reply; takes req. Exits with EXIT_UNREACHABLE when the daemon
+ * cannot be reached (starting it first unless DROVER_NO_AUTOSTART=1), or closes the connection
+ * without answering, and with EXIT_USAGE when the request is over LIMIT_FRAME. An error reply is
+ * printed as "drover CMD: ERROR" and its code returned through *code; the reply is returned
+ * either way (NULL on error). */
 json_t *client_call(const char *cmdname, json_t *req, int *code);
+/* client_call for a request that is safe to repeat (wait): when the connection breaks before
+ * the reply (the daemon was killed or stopped), it connects again — starting a daemon as any
+ * command does — and sends the request again. */
+json_t *client_call_again(const char *cmdname, json_t *req, int *code);
 /* A request object {"v": PROTO_VERSION, "op": op}. */
 json_t *client_request(const char *op);
-/* Connects (autostarting); -1 on failure. */
-int client_connect(bool autostart);
+/* Connects, starting a daemon if none answers and autostart is set; -1 with errno on failure.
+ * A daemon it started that cannot start (drover.conf is bad, …) is reported at once as
+ * "drover CMD: the daemon could not start: WHY" and the process exits with EXIT_UNREACHABLE. */
+int client_connect(const char *cmdname, bool autostart);
+/* Every string a command puts into a request goes through these: a string that is not valid
+ * UTF-8 is refused with "drover CMD: WHAT: not valid UTF-8 (byte N)" on stderr (and NULL, or
+ * EXIT_USAGE), never dropped. client_string returns a new reference. */
+json_t *client_string(const struct cmd_entry *cmd, const char *what, const char *s);
+int client_set_string(const struct cmd_entry *cmd, json_t *obj, const char *key,
+                      const char *what, const char *s);
 
 /* output.c */
 bool out_color(void);
 const char *out_state_color(const char *state);
 void out_json(json_t *j);
-/* This process's environment as {"NAME": "value"} (what a task inherits). New reference. */
-json_t *out_environment(void);
+/* The environment a task inherits: this process's, with overrides (NAME=VALUE strings, --env;
+ * may be NULL) on top, as {"NAME": "value"}; a new reference. A variable whose name or value is
+ * not valid UTF-8, unless an override replaces it, and a malformed override are refused: one
+ * line on stderr, NULL returned. */
+json_t *out_environment(const struct cmd_entry *cmd, char *const *overrides);
 /* Parses "3" into a task id, or prints an error and returns -1. */
 long long out_task_id(const struct cmd_entry *cmd, const char *s);
 /* A table: set headers, add rows of strings, print aligned. */

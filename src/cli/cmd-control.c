@@ -41,7 +41,7 @@ static int control_exec(const struct cmd_entry *cmd, struct cmd_args *args)
 /* shutdown must not start a daemon just to stop it. */
 static int shutdown_exec(const struct cmd_entry *cmd, struct cmd_args *args)
 {
-    int fd = client_connect(false);
+    int fd = client_connect(cmd->name, false);
     if (fd < 0)
         return EXIT_OK; /* none running */
     close(fd);

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exp/request.h"
 #include "exp/template.h"
 #include "util/parse.h"
 #include "util/xalloc.h"
@@ -42,11 +43,20 @@ static int exp_run(const struct cmd_entry *cmd, struct cmd_args *args)
     struct exp_def *def;
     char *err;
     unsigned seed = (unsigned)time(NULL);
+    for (size_t i = 0; i < nsets; i++) {
+        size_t bad = utf8_check(sets[i]);
+        if (bad > 0)
+            return cmd_usage_error(cmd, "--set #%zu: not valid UTF-8 (byte %zu)", i + 1, bad);
+    }
     if (exp_load(args->argv[1], (char *const *)sets, nsets, seed, &def, &err) < 0) {
         int rc = cmd_usage_error(cmd, "%s", err);
         free(err);
         return rc;
     }
+    json_t *warning;
+    size_t w;
+    json_array_foreach(def->warnings, w, warning) /* an unquoted ${…} in sh -c */
+        fprintf(stderr, "drover %s: %s\n", cmd->name, json_string_value(warning));
     if (cmd_opt(cmd, args, "dry-run")) {
         exp_print_tasks(def, stdout);
         exp_def_free(def);
@@ -61,7 +71,6 @@ static int exp_run(const struct cmd_entry *cmd, struct cmd_args *args)
     for (size_t i = 0; i < def->ntasks; i++)
         json_array_append_new(tasks, exp_task_to_json(&def->tasks[i]));
     json_t *req = client_request("exp_run");
-    json_object_set_new(req, "name", json_string(def->name));
     json_object_set_new(req, "kind", json_string(def->kind == EXP_PIPELINE ? "Pipeline"
                                                                           : "Experiment"));
     json_object_set(req, "spec", def->spec);
@@ -69,9 +78,23 @@ static int exp_run(const struct cmd_entry *cmd, struct cmd_args *args)
     json_object_set_new(req, "parallel", json_integer(def->parallel));
     json_object_set_new(req, "space", json_integer((json_int_t)def->space));
     json_object_set_new(req, "seed", json_integer(seed));
-    json_object_set_new(req, "workdir", json_string(cwd));
-    json_object_set_new(req, "env", out_environment());
-    int rc;
+    json_t *env = out_environment(cmd, NULL);
+    int rc = env == NULL ? EXIT_USAGE : 0;
+    json_object_set_new(req, "env", env);
+    if (rc || (rc = client_set_string(cmd, req, "name", "the experiment's name", def->name)) ||
+        (rc = client_set_string(cmd, req, "workdir", "the working directory", cwd))) {
+        json_decref(req);
+        exp_def_free(def);
+        return rc;
+    }
+    char *why; /* the checks the daemon makes too (exp/request.h) */
+    if (exp_request_check(req, NULL, &why) < 0) {
+        rc = cmd_usage_error(cmd, "%s", why);
+        free(why);
+        json_decref(req);
+        exp_def_free(def);
+        return rc;
+    }
     json_t *reply = client_call(cmd->name, req, &rc);
     if (reply != NULL) {
         json_t *ids = json_object_get(reply, "ids");
@@ -159,8 +182,11 @@ static int exp_show(const struct cmd_entry *cmd, struct cmd_args *args, bool exp
     if (args->argc != 2)
         return cmd_usage_error(cmd, "give one experiment name");
     json_t *req = client_request("exp_show");
-    json_object_set_new(req, "name", json_string(args->argv[1]));
-    int rc;
+    int rc = client_set_string(cmd, req, "name", "the experiment name", args->argv[1]);
+    if (rc) {
+        json_decref(req);
+        return rc;
+    }
     json_t *reply = client_call(cmd->name, req, &rc);
     if (reply == NULL)
         return rc;
@@ -227,8 +253,11 @@ static int exp_control(const struct cmd_entry *cmd, struct cmd_args *args, const
     if (args->argc != 2)
         return cmd_usage_error(cmd, "give one experiment name");
     json_t *req = client_request(op);
-    json_object_set_new(req, "name", json_string(args->argv[1]));
-    int rc;
+    int rc = client_set_string(cmd, req, "name", "the experiment name", args->argv[1]);
+    if (rc) {
+        json_decref(req);
+        return rc;
+    }
     json_t *reply = client_call(cmd->name, req, &rc);
     if (reply == NULL)
         return rc;

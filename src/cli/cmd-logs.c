@@ -65,6 +65,23 @@ static void logs_copy(const char *path, off_t *offset)
     close(fd);
 }
 
+/* A log the disk cut short says so after it, on stderr: the attempt's reason holds "output
+ * truncated at N bytes: disk full" (daemon/adopt.c). */
+static void logs_note_cut(json_t *task, long long which)
+{
+    json_t *a;
+    size_t i;
+    json_array_foreach(json_object_get(task, "attempt_list"), i, a) {
+        const char *reason = json_string_value(json_object_get(a, "reason"));
+        const char *cut = reason ? strstr(reason, " truncated at ") : NULL;
+        if (cut == NULL || json_integer_value(json_object_get(a, "attempt")) != which)
+            continue;
+        while (cut > reason && cut[-1] != ' ')
+            cut--; /* back to the stream's name */
+        fprintf(stderr, "drover logs: %s\n", cut);
+    }
+}
+
 static bool logs_ended(json_t *task)
 {
     const char *s = json_string_value(json_object_get(task, "state"));
@@ -93,6 +110,8 @@ static int logs_follow(const struct cmd_entry *cmd, long long id, const char *st
         if (path)
             logs_copy(path, &offset);
         free(path);
+        if (ended)
+            logs_note_cut(task, which);
         json_decref(task);
         if (ended)
             return rc;
@@ -128,6 +147,7 @@ static int logs_exec(const struct cmd_entry *cmd, struct cmd_args *args)
     char *path = xasprintf("%s/%s", dir, stream);
     off_t offset = 0;
     logs_copy(path, &offset);
+    logs_note_cut(task, which);
     free(path);
     json_decref(task);
     return EXIT_OK;

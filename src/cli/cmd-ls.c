@@ -84,8 +84,11 @@ static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
     int rc;
     if (cmd_opt(cmd, args, "all"))
         json_object_set_new(req, "all", json_true());
-    if (cmd_opt(cmd, args, "state"))
-        json_object_set_new(req, "state", json_string(cmd_opt(cmd, args, "state")));
+    if (cmd_opt(cmd, args, "state") &&
+        client_set_string(cmd, req, "state", "--state", cmd_opt(cmd, args, "state"))) {
+        json_decref(req);
+        return EXIT_USAGE;
+    }
     if (!cmd_opt(cmd, args, "json"))
         json_object_set_new(req, "brief", json_true()); /* rows as arrays: far cheaper */
     json_t *reply = client_call(cmd->name, req, &rc);

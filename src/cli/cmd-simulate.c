@@ -161,6 +161,9 @@ static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
 
     if (path == NULL)
         return cmd_usage_error(cmd, "--trace FILE is required");
+    size_t bad = cmd_opt(cmd, args, "json") ? utf8_check(path) : 0;
+    if (bad > 0) /* --json names it in the output, and JSON carries only UTF-8 */
+        return cmd_usage_error(cmd, "--trace: not valid UTF-8 (byte %zu)", bad);
     if (policy_name == NULL)
         policy_name = "drover";
     if (limits_text == NULL)

@@ -1,9 +1,12 @@
 /* drover submit [options] -- CMD [ARGS…]: prints only the new task's id (one per line for
- * an array). Sizes, durations and ids are checked here; what depends on the machine (GPU
- * counts, memory, known ids) is checked by the daemon. Nothing is stored on any error. */
+ * an array). The flags are parsed here into a request, which is then checked with
+ * request_check_submit() — the code the daemon runs on it too (util/request.h); what depends on
+ * the machine (GPU counts, memory, known ids) only the daemon checks. Nothing is stored on any
+ * error. */
 #include "cli/cli.h"
 #include "util/parse.h"
 #include "util/proto.h"
+#include "util/request.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -67,91 +70,87 @@ static int submit_ids(const struct cmd_entry *cmd, struct cmd_args *args, const 
     return 0;
 }
 
-/* Integer, size and duration options. */
+/* Integer, size and duration options, with the ranges of the request table. */
 static int submit_numbers(const struct cmd_entry *cmd, struct cmd_args *args, json_t *req)
 {
-    static const struct { const char *opt, *key; long long min, max; char kind; } nums[] = {
-        {"gpus", "gpus", 0, 64, 'i'},        {"cpus", "cpus", 1, 1000000, 'i'},
-        {"priority", "priority", -1000000, 1000000, 'i'},
-        {"retries", "retries", 0, 1000, 'i'}, {"gpu-mem", "gpu_mem", 1, 0, 's'},
-        {"mem", "mem", 1, 0, 's'},           {"timeout", "timeout_ms", 0, 0, 'd'},
-        {"stall", "stall_ms", 0, 0, 'd'},
-    };
     const char *why;
-    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
-        const char *v = cmd_opt(cmd, args, nums[i].opt);
+    for (const struct request_number *num = request_numbers; num->key; num++) {
+        const char *v = cmd_opt(cmd, args, num->option);
         long long n;
         uint64_t size;
         int64_t ms;
         if (v == NULL)
             continue;
-        if (nums[i].kind == 'i') {
-            if (parse_int(v, nums[i].min, nums[i].max, &n, &why) < 0)
-                return submit_bad(cmd, nums[i].opt, v, why);
-        } else if (nums[i].kind == 's') {
+        if (num->unit == REQUEST_COUNT) {
+            if (parse_int(v, num->min, num->max, &n, &why) < 0)
+                return submit_bad(cmd, num->option, v, why);
+        } else if (num->unit == REQUEST_BYTES) {
             if (parse_size(v, &size, &why) < 0)
-                return submit_bad(cmd, nums[i].opt, v, why);
-            if (size == 0 || size > (uint64_t)INT64_MAX)
-                return submit_bad(cmd, nums[i].opt, v, "size must be above zero");
+                return submit_bad(cmd, num->option, v, why);
+            if (size < (uint64_t)num->min || size > (uint64_t)num->max)
+                return submit_bad(cmd, num->option, v,
+                                  size == 0 ? "size must be above zero" : "size too large");
             n = (long long)size;
         } else {
             if (parse_duration(v, &ms, &why) < 0)
-                return submit_bad(cmd, nums[i].opt, v, why);
+                return submit_bad(cmd, num->option, v, why);
+            if (ms < num->min || ms > num->max)
+                return submit_bad(cmd, num->option, v, "duration out of range");
             n = ms;
         }
-        json_object_set_new(req, nums[i].key, json_integer(n));
+        json_object_set_new(req, num->key, json_integer(n));
     }
     return 0;
 }
 
 static int submit_env(const struct cmd_entry *cmd, struct cmd_args *args, json_t *req)
 {
-    json_t *env = out_environment();
-    const char *const *vals = NULL;
+    char *const *overrides = NULL;
     for (int i = 0; cmd->opts[i].name; i++)
         if (strcmp(cmd->opts[i].name, "env") == 0)
-            vals = (const char *const *)args->values[i];
-    for (size_t i = 0; vals && vals[i]; i++) {
-        const char *eq = strchr(vals[i], '=');
-        if (eq == NULL || eq == vals[i]) {
-            json_decref(env);
-            return submit_bad(cmd, "env", vals[i], "expected NAME=VALUE");
-        }
-        char *k = xstrndup(vals[i], (size_t)(eq - vals[i]));
-        json_object_set_new(env, k, json_string(eq + 1));
-        free(k);
-    }
-    /* Only valid UTF-8 survives JSON: drop what jansson refused (json_string -> NULL). */
+            overrides = args->values[i];
+    json_t *env = out_environment(cmd, overrides);
+    if (env == NULL)
+        return EXIT_USAGE;
     json_object_set_new(req, "env", env);
     return 0;
 }
 
+/* The working directory: --workdir (relative to the current one), else the current one. */
 static int submit_place(const struct cmd_entry *cmd, struct cmd_args *args, json_t *req)
 {
     const char *wd = cmd_opt(cmd, args, "workdir");
-    char *cwd = getcwd(NULL, 0), *abs;
+    char *cwd = NULL, *abs;
+    size_t bad;
     struct stat sb;
-    if (cwd == NULL)
-        return cmd_usage_error(cmd, "cannot read the current directory: %s", strerror(errno));
+    if (wd != NULL && (bad = utf8_check(wd)) > 0)
+        return cmd_usage_error(cmd, "--workdir: not valid UTF-8 (byte %zu)", bad);
+    if (wd == NULL || wd[0] != '/') {
+        if ((cwd = getcwd(NULL, 0)) == NULL)
+            return cmd_usage_error(cmd, "cannot read the current directory: %s",
+                                   strerror(errno));
+        if ((bad = utf8_check(cwd)) > 0) {
+            free(cwd);
+            return cmd_usage_error(cmd, "the working directory: not valid UTF-8 (byte %zu);"
+                                        " give one with --workdir", bad);
+        }
+    }
     abs = wd == NULL ? xstrdup(cwd) : wd[0] == '/' ? xstrdup(wd) : xasprintf("%s/%s", cwd, wd);
     free(cwd);
-    if (stat(abs, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
-        int rc = submit_bad(cmd, "workdir", wd ? wd : abs, "not a directory");
-        free(abs);
-        return rc;
-    }
-    json_object_set_new(req, "workdir", json_string(abs));
+    int rc = stat(abs, &sb) < 0 || !S_ISDIR(sb.st_mode)
+                 ? submit_bad(cmd, "workdir", wd ? wd : abs, "not a directory")
+                 : client_set_string(cmd, req, "workdir", "the working directory", abs);
     free(abs);
-    return 0;
+    return rc;
 }
 
 static int submit_misc(const struct cmd_entry *cmd, struct cmd_args *args, json_t *req)
 {
     const char *why, *v;
     if ((v = cmd_opt(cmd, args, "backoff"))) {
-        int64_t ms[8];
+        int64_t ms[REQUEST_MAX_BACKOFF];
         int n;
-        if (parse_backoff(v, ms, 8, &n, &why) < 0)
+        if (parse_backoff(v, ms, REQUEST_MAX_BACKOFF, &n, &why) < 0)
             return submit_bad(cmd, "backoff", v, why);
         json_t *list = json_array();
         for (int i = 0; i < n; i++)
@@ -160,7 +159,7 @@ static int submit_misc(const struct cmd_entry *cmd, struct cmd_args *args, json_
     }
     if ((v = cmd_opt(cmd, args, "array"))) {
         struct array_spec spec;
-        if (parse_array_spec(v, 100000, &spec, &why) < 0)
+        if (parse_array_spec(v, REQUEST_MAX_ARRAY, &spec, &why) < 0)
             return submit_bad(cmd, "array", v, why);
         json_t *idx = json_array();
         for (size_t i = 0; i < spec.count; i++)
@@ -169,14 +168,16 @@ static int submit_misc(const struct cmd_entry *cmd, struct cmd_args *args, json_
                                                     spec.limit));
         array_spec_free(&spec);
     }
-    if ((v = cmd_opt(cmd, args, "name")))
-        json_object_set_new(req, "name", json_string(v));
-    if ((v = cmd_opt(cmd, args, "key")))
-        json_object_set_new(req, "key", json_string(v));
+    static const char *const strings[] = {"name", "key", "profile"};
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+        char what[16];
+        snprintf(what, sizeof what, "--%s", strings[i]);
+        v = cmd_opt(cmd, args, strings[i]);
+        if (v && client_set_string(cmd, req, strings[i], what, v))
+            return EXIT_USAGE;
+    }
     if (cmd_opt(cmd, args, "hold"))
         json_object_set_new(req, "hold", json_true());
-    if ((v = cmd_opt(cmd, args, "profile")))
-        json_object_set_new(req, "profile", json_string(v));
     if (cmd_opt(cmd, args, "exclusive"))
         json_object_set_new(req, "exclusive", json_true());
     return 0;
@@ -185,22 +186,31 @@ static int submit_misc(const struct cmd_entry *cmd, struct cmd_args *args, json_
 static int submit_exec(const struct cmd_entry *cmd, struct cmd_args *args)
 {
     json_t *req = client_request("submit"), *command = json_array();
+    char *why;
     int rc;
+    json_object_set_new(req, "command", command);
     for (int i = 0; i < args->argc; i++) {
-        json_t *s = json_string(args->argv[i]);
+        char what[48];
+        snprintf(what, sizeof what, "argument %d of the command", i + 1);
+        json_t *s = client_string(cmd, what, args->argv[i]);
         if (s == NULL) {
             json_decref(req);
-            json_decref(command);
-            return cmd_usage_error(cmd, "argument %d of the command is not valid UTF-8", i + 1);
+            return EXIT_USAGE;
         }
         json_array_append_new(command, s);
     }
-    json_object_set_new(req, "command", command);
     if ((rc = submit_numbers(cmd, args, req)) || (rc = submit_misc(cmd, args, req)) ||
         (rc = submit_ids(cmd, args, "after", req, "after")) ||
         (rc = submit_ids(cmd, args, "after-any", req, "after_any")) ||
         (rc = submit_place(cmd, args, req)) || (rc = submit_env(cmd, args, req))) {
         json_decref(req);
+        return rc;
+    }
+    /* The daemon runs the same check; running it here spares the trip (and a daemon start). */
+    if (request_check_submit(req, &why) < 0) {
+        json_decref(req);
+        rc = cmd_usage_error(cmd, "%s", why);
+        free(why);
         return rc;
     }
     json_t *reply = client_call(cmd->name, req, &rc);

@@ -106,11 +106,11 @@ static void top_stamp(json_t *snapshot)
  * cannot hold Ctrl-C up. */
 static json_t *top_fetch(char **error)
 {
-    int fd = client_connect(false);
+    int fd = client_connect("top", false);
     if (fd < 0)
         return NULL;
     json_t *req = client_request("gpus"), *reply = NULL;
-    int rc = proto_send(fd, req);
+    int rc = proto_send(fd, req, NULL);
     json_decref(req);
     struct pollfd p = {.fd = fd, .events = POLLIN};
     while (rc == 0 && !top_quit) {

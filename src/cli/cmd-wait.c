@@ -1,4 +1,6 @@
-/* drover wait ID…: blocks until every task has ended; exit 0 only if all succeeded. */
+/* drover wait ID…: blocks until every task has ended; exit 0 only if all succeeded. A daemon
+ * that dies or stops meanwhile does not end the wait: it connects again (starting a daemon as
+ * any command does) and waits on. */
 #include "cli/cli.h"
 
 #include <string.h>
@@ -22,7 +24,7 @@ static int wait_exec(const struct cmd_entry *cmd, struct cmd_args *args)
         json_array_append_new(ids, json_integer(id));
     }
     json_object_set_new(req, "ids", ids);
-    json_t *reply = client_call(cmd->name, req, &rc);
+    json_t *reply = client_call_again(cmd->name, req, &rc);
     if (reply == NULL)
         return rc;
     json_t *tasks = json_object_get(reply, "tasks"), *t;

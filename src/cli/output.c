@@ -3,6 +3,7 @@
 #include "util/parse.h"
 #include "util/xalloc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -117,16 +118,78 @@ void table_free(struct table *t)
     free(t);
 }
 
-json_t *out_environment(void)
+/* s for a message: bytes that are not printable ASCII as \xNN. The caller frees. */
+static char *out_escape(const char *s)
+{
+    char *e = xmalloc(strlen(s) * 4 + 1), *w = e;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p >= 0x20 && *p < 0x7f)
+            *w++ = (char)*p;
+        else
+            w += sprintf(w, "\\x%02x", *p);
+    }
+    *w = '\0';
+    return e;
+}
+
+/* Refuses an inherited variable that cannot be carried in a request. */
+static json_t *out_env_refuse(const struct cmd_entry *cmd, json_t *env, const char *name,
+                              const char *part, size_t byte)
+{
+    bool can_override = false; /* the command has --env */
+    for (int i = 0; cmd->opts && cmd->opts[i].name; i++)
+        can_override |= strcmp(cmd->opts[i].name, "env") == 0;
+    char *shown = out_escape(name);
+    cmd_usage_error(cmd, "environment variable %s: %s is not valid UTF-8 (byte %zu); unset it%s",
+                    shown, part, byte, can_override ? " or set it with --env" : "");
+    free(shown);
+    json_decref(env);
+    return NULL;
+}
+
+json_t *out_environment(const struct cmd_entry *cmd, char *const *overrides)
 {
     extern char **environ;
     json_t *env = json_object();
+    size_t bad;
+    for (size_t i = 0; overrides && overrides[i]; i++) {
+        const char *eq = strchr(overrides[i], '=');
+        if (eq == NULL || eq == overrides[i]) {
+            cmd_usage_error(cmd, "--env '%s': expected NAME=VALUE", overrides[i]);
+            json_decref(env);
+            return NULL;
+        }
+        if ((bad = utf8_check(overrides[i])) > 0) {
+            cmd_usage_error(cmd, "--env: not valid UTF-8 (byte %zu)", bad);
+            json_decref(env);
+            return NULL;
+        }
+        char *k = xstrndup(overrides[i], (size_t)(eq - overrides[i]));
+        json_object_set_new(env, k, json_string(eq + 1));
+        free(k);
+    }
     for (char **e = environ; *e; e++) {
         char *eq = strchr(*e, '=');
         if (eq == NULL || eq == *e)
             continue;
         char *k = xstrndup(*e, (size_t)(eq - *e));
-        json_object_set_new(env, k, json_string(eq + 1));
+        if ((bad = utf8_check(k)) > 0) {
+            env = out_env_refuse(cmd, env, k, "its name", bad);
+            free(k);
+            return NULL;
+        }
+        if (json_object_get(env, k) != NULL) {
+            free(k); /* set with --env */
+            continue;
+        }
+        if ((bad = utf8_check(eq + 1)) > 0) {
+            env = out_env_refuse(cmd, env, k, "value", bad);
+            free(k);
+            return NULL;
+        }
+        json_t *v = json_string(eq + 1);
+        if (v == NULL || json_object_set_new(env, k, v) < 0)
+            fatalx("jansson refused an environment variable that is valid UTF-8");
         free(k);
     }
     return env;

@@ -6,11 +6,32 @@
 #include "util/parse.h"
 #include "util/xalloc.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+
+/* Appends to the reason where the logs stop, if they do: "output truncated at N bytes: disk full"
+ * (output: stdout, the stream `drover logs` shows; stderr is named). */
+static void finish_truncation(const struct exec_status *st, struct attempt_end *e)
+{
+    const int64_t *cut = st->truncated_at;
+    if (cut[0] < 0 && cut[1] < 0)
+        return;
+    char where[96];
+    if (cut[0] >= 0 && cut[1] >= 0)
+        snprintf(where, sizeof where, "output truncated at %lld bytes, stderr at %lld bytes",
+                 (long long)cut[0], (long long)cut[1]);
+    else
+        snprintf(where, sizeof where, "%s truncated at %lld bytes",
+                 cut[0] >= 0 ? "output" : "stderr", (long long)(cut[0] >= 0 ? cut[0] : cut[1]));
+    int error = st->output_error;
+    size_t len = strlen(e->reason);
+    snprintf(e->reason + len, sizeof e->reason - len, "; %s: %s", where,
+             error == ENOSPC || error == EDQUOT || error == 0 ? "disk full" : strerror(error));
+}
 
 /* Turns what the run directory says into an attempt end and core's outcome. */
 static enum core_outcome finish_outcome(enum exec_probe probe, const struct exec_status *st,
@@ -84,6 +105,8 @@ static void finish(struct daemon *d, struct run *r, int64_t task, int attempt,
     e->task = task;
     e->attempt = attempt;
     enum core_outcome outcome = finish_outcome(probe, &st, e);
+    if (probe == EXEC_DONE)
+        finish_truncation(&st, e);
     if (e->end == 0)
         e->end = daemon_now();
     if (r != NULL) {
@@ -145,15 +168,13 @@ static void finish_run(struct daemon *d, struct run *r)
 static void reschedule(struct daemon *d, size_t ended)
 {
     /* A trial that ended may trip its experiment's circuit breaker, which holds the trials
-     * waiting behind it: that must be settled before the pass that would start them. */
-    if (ended > 0 && exp_trial_ending(d) && daemon_apply(d) < 0) {
-        event_base_loopexit(d->base, NULL);
+     * waiting behind it: that must be settled before the pass that would start them. A commit
+     * that fails keeps what it held for the next try (daemon_apply). */
+    if (ended > 0 && exp_trial_ending(d) && daemon_apply(d) < 0)
         return;
-    }
     if (ended > 0)
         core_schedule(d->core, daemon_now(), &d->acts);
-    if (daemon_apply(d) < 0)
-        event_base_loopexit(d->base, NULL);
+    daemon_apply(d);
 }
 
 static size_t reap_pid(struct daemon *d, pid_t pid)
@@ -202,7 +223,11 @@ void daemon_reap(struct daemon *d)
     pid_t pid, pids[64];
     int status, n;
     size_t ended = 0;
-    exp_poll(d); /* what ended trials wrote last, before their runs go */
+    /* What ended trials wrote last, before their runs go — unless the store cannot commit it:
+     * exp_poll's transaction is its own, and its failure would stop the daemon (the metrics stay
+     * in the trials' files). */
+    if (disk_can_commit(d))
+        exp_poll(d);
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
         ended += reap_pid(d, pid);
     while (exec_zygote_running() && (n = exec_zygote_exited(pids, 64)) != 0) {
@@ -221,7 +246,8 @@ void daemon_poll_adopted(struct daemon *d)
     struct exec_status st;
     struct run *r = d->runs, *next;
     size_t ended = 0;
-    exp_poll(d); /* trials' metrics, every poll (200 ms): early stopping acts at once */
+    if (disk_can_commit(d)) /* see daemon_reap */
+        exp_poll(d); /* trials' metrics, every poll (200 ms): early stopping acts at once */
     for (; r; r = next) {
         next = r->next;
         if (!r->child && exec_probe(r->run_dir, &st) != EXEC_RUNNING) {
@@ -288,7 +314,8 @@ int daemon_restore(struct daemon *d, char **err)
 {
     struct restore_ctx ctx = {.d = d};
     char *draining = store_setting(d->store, "draining");
-    core_set_drain(d->core, draining && strcmp(draining, "1") == 0); /* drain outlives restarts */
+    /* The drain outlives restarts; a full disk (daemon/disk.c) drains too. */
+    core_set_drain(d->core, (draining && strcmp(draining, "1") == 0) || disk_is_full(d));
     free(draining);
     if (store_each_live(d->store, restore_one, &ctx) < 0) {
         *err = xasprintf("cannot read the task list: %s", store_error(d->store));
@@ -307,5 +334,6 @@ int daemon_restore(struct daemon *d, char **err)
     if (adopted || ctx.ndone)
         fprintf(stderr, "drover daemon: re-adopted %zu running attempts, %zu ended while"
                         " stopped\n", adopted, ctx.ndone);
-    return daemon_apply(d);
+    daemon_apply(d); /* on a full disk, what it cannot commit yet waits (daemon/disk.c) */
+    return 0;
 }

@@ -3,9 +3,13 @@
 #include "daemon/config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/parse.h"
 #include "util/xalloc.h"
@@ -122,6 +126,7 @@ static char *config_trim(char *s)
 
 static int config_file(struct daemon_config *cfg, const char *path, char **err)
 {
+    struct stat sb;
     FILE *fp = fopen(path, "r");
     if (fp == NULL) {
         if (errno == ENOENT)
@@ -129,10 +134,16 @@ static int config_file(struct daemon_config *cfg, const char *path, char **err)
         *err = xasprintf("%s: %s", path, strerror(errno));
         return -1;
     }
+    if (fstat(fileno(fp), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        *err = xasprintf("%s: is a directory, not a settings file", path);
+        fclose(fp);
+        return -1;
+    }
     char *line = NULL;
     size_t cap = 0;
-    unsigned n = 0;
+    unsigned n = 0, set_on[NKEYS] = {0}; /* the line that set each key */
     int rc = 0;
+    errno = 0;
     while (getline(&line, &cap, fp) > 0) {
         n++;
         char *s = config_trim(line), *eq = strchr(s, '='), *why_text = NULL;
@@ -147,8 +158,13 @@ static int config_file(struct daemon_config *cfg, const char *path, char **err)
             const struct config_key *key = config_find(name);
             if (key == NULL)
                 why_text = xasprintf("unknown setting '%s'", name);
+            else if (set_on[key - config_keys] != 0)
+                why_text = xasprintf("'%s' is set twice (first on line %u)", name,
+                                     set_on[key - config_keys]);
             else if (config_set(cfg, key, value, &why) < 0)
                 why_text = xasprintf("%s = %s: %s", name, value, why);
+            else
+                set_on[key - config_keys] = n;
         }
         if (why_text != NULL) {
             *err = xasprintf("%s:%u: %s", path, n, why_text);
@@ -156,6 +172,10 @@ static int config_file(struct daemon_config *cfg, const char *path, char **err)
             rc = -1;
             break;
         }
+    }
+    if (rc == 0 && ferror(fp)) {
+        *err = xasprintf("%s:%u: cannot read: %s", path, n + 1, strerror(errno));
+        rc = -1;
     }
     free(line);
     fclose(fp);
@@ -221,4 +241,36 @@ void config_usage(FILE *fp)
                 config_keys[i].fallback ? " (default " : "",
                 config_keys[i].fallback ? config_keys[i].fallback : "",
                 config_keys[i].fallback ? ")" : "");
+}
+
+static int config_ready_fd = -1;
+
+void config_ready_take(void)
+{
+    const char *v = getenv(CONFIG_READY_ENV);
+    struct stat sb;
+    long long fd;
+    const char *why;
+    if (v != NULL && parse_int(v, 3, 1 << 20, &fd, &why) == 0 && fstat((int)fd, &sb) == 0 &&
+        S_ISFIFO(sb.st_mode)) {
+        config_ready_fd = (int)fd;
+        fcntl(config_ready_fd, F_SETFD, FD_CLOEXEC);
+    }
+    unsetenv(CONFIG_READY_ENV);
+}
+
+void config_ready_report(const char *error)
+{
+    if (config_ready_fd < 0)
+        return;
+    if (error != NULL) {
+        char *line = xasprintf("%s\n", error);
+        signal(SIGPIPE, SIG_IGN); /* the daemon is on its way out; the command may be too */
+        if (write(config_ready_fd, line, strlen(line)) < 0) {
+            /* the command that waited is gone: nobody to tell */
+        }
+        free(line);
+    }
+    close(config_ready_fd);
+    config_ready_fd = -1;
 }

@@ -29,4 +29,18 @@ void config_free(struct daemon_config *cfg);
 /* The options and their help, for `drover daemon --help` and the docs. */
 void config_usage(FILE *fp);
 
+/* A daemon started by a command reports its start on a pipe, so that the command can print the
+ * daemon's startup error at once rather than time out. The command sets CONFIG_READY_ENV to the
+ * write end's number (CONFIG_READY_FD); the daemon writes one line, why it cannot start, or
+ * closes the pipe without a word once it serves, or when another daemon already serves the
+ * state directory (two commands started one each: the loser's command uses the winner). */
+#define CONFIG_READY_ENV "DROVER_READY_FD"
+#define CONFIG_READY_FD 3
+/* Takes the pipe named in the environment, if any, and removes the variable so that nothing the
+ * daemon starts inherits it; the descriptor is made close-on-exec. */
+void config_ready_take(void);
+/* Reports the start: error (one line) when it failed, NULL once serving. Only the first call
+ * counts; without a pipe it does nothing. */
+void config_ready_report(const char *error);
+
 #endif

@@ -69,7 +69,10 @@ struct attempt_end {
 };
 
 struct telemetry; /* daemon/telemetry.c */
+struct disk;      /* daemon/disk.c */
 struct exp_live;  /* daemon/experiments.c */
+struct server;    /* daemon/server.c */
+struct http;      /* daemon/http.c */
 
 struct daemon {
     char *home;
@@ -92,26 +95,41 @@ struct daemon {
     struct event *poll;       /* adopted supervisors */
     struct event *sigchld, *sigterm, *sigint;
     struct event *zygote;     /* readable when supervisors forked by the zygote exit */
-    struct evconnlistener *listener;
+    struct server *server;    /* the socket and its clients (daemon/server.c) */
+    struct http *http;        /* /metrics, when the metrics setting asks (daemon/http.c) */
+    int conns_open;           /* connections open on both, against LIMIT_CONNS */
+    int fd_reserve;           /* daemon/listen.c: given up to shed a connection when out of
+                               * descriptors; -1 until the first listener opens it */
     struct run *runs;
     struct attempt_end *ends;
     size_t nends, ends_cap;
     struct waiter *waiters;
     bool stopping;
+    bool store_lost;          /* a commit failed with what core already held: stop, recover */
     int64_t grace_ms;
+    struct disk *disk;        /* the ballast and the full-disk mode (daemon/disk.c) */
+    mode_t task_umask;        /* the umask the daemon was started with: its tasks get it back */
+    uint64_t task_nofile;     /* likewise its soft RLIMIT_NOFILE (0: unlimited, left alone) */
 };
 
 int daemon_main(int argc, char **argv);
 
 /* daemon/runner.c */
 core_time daemon_now(void);
-/* Commits the accumulated actions, then carries them out. Returns -1 if the commit failed
- * (the daemon then stops: the store is the truth and a restart recovers from it). */
+/* Commits the accumulated actions, then carries them out. Returns -1 if the first commit failed
+ * (a full disk, an I/O error): then nothing of it is carried out, and core's decisions wait in
+ * d->acts and d->ends for the next commit (daemon/disk.c retries every second), so nothing the
+ * store lacks is ever acted on. The daemon goes on — unless the failed transaction also held an
+ * experiment's new tasks, which core already has: then it stops, and its next start recovers
+ * from the store and the run directories. */
 int daemon_apply(struct daemon *d);
 /* The same, committing the first batch in the transaction the caller began (so that, e.g., a
  * new task, its first state and its start are one commit), and carrying that batch out only
  * after the caller has answered its client (daemon_on_carry): a submission is acknowledged once
- * it is durable, without waiting for its supervisor to be spawned. */
+ * it is durable, without waiting for its supervisor to be spawned. Returns -1 if that first
+ * commit failed: the caller's own writes are lost with it while core holds its changes, so the
+ * caller must stop the daemon (the next start recovers from the store). disk.c makes that rare:
+ * new work is refused while the disk is full, and the ballast makes room before a commit. */
 int daemon_apply_txn(struct daemon *d);
 void daemon_on_carry(evutil_socket_t fd, short what, void *arg);
 /* Asks for a scheduling pass at the next loop turn. */
@@ -167,9 +185,34 @@ void exp_free_all(struct daemon *d);
 /* The mask of GPU types whose name contains `pattern` (case-insensitive); 0 if none. */
 uint64_t daemon_gpu_types_matching(const struct daemon *d, const char *pattern);
 
+/* daemon/disk.c: a full disk under DROVER_HOME — the ballast ($DROVER_HOME/reserve), refusing
+ * new work while full, and the way back (docs/ARCHITECTURE.md). */
+void disk_start(struct daemon *d);
+void disk_stop(struct daemon *d);
+bool disk_is_full(const struct daemon *d);
+/* False while the disk is full and the ballast spent: a commit is then likely to fail. */
+bool disk_can_commit(const struct daemon *d);
+/* NULL, or the reply refusing new work (new reference): "disk full under DIR: …". */
+json_t *disk_refusal(struct daemon *d);
+/* Before a commit: releases ballast if the disk has no room left for one. */
+void disk_before_commit(struct daemon *d);
+/* A commit failed with SQLite's primary code: true if ballast was released, so that a retry
+ * may succeed. */
+bool disk_commit_failed(struct daemon *d, int code);
+/* An attempt could not start for want of room. */
+void disk_no_room(struct daemon *d);
+
 /* daemon/server.c */
 int server_listen(struct daemon *d, const char *path, char **err);
 void server_close(struct daemon *d);
+
+/* daemon/http.c: /metrics on the `metrics` address (a small HTTP/1.1 server: GET and HEAD, no
+ * request bodies, bounded by LIMIT_HTTP_*). */
+int http_start(struct daemon *d, char **err);
+void http_stop(struct daemon *d);
+/* Closes the oldest HTTP connection that is not being answered, to free a descriptor for the
+ * socket; false when there is none. */
+bool http_evict(struct daemon *d);
 
 /* daemon/ops.c: handles one request; returns the reply (new reference), or NULL when the
  * reply is deferred (wait). conn is opaque to ops except for deferred replies. */

@@ -7,6 +7,7 @@
 #include "daemon/daemon.h"
 #include "daemon/ops.h"
 #include "exp/asha.h"
+#include "exp/request.h"
 #include "exp/template.h"
 #include "exp/validate.h"
 #include "util/parse.h"
@@ -353,7 +354,8 @@ static void exp_live_tasks(struct daemon *d, const char *name, int64_t **ids, si
 /* ---- when every trial has ended: validation, the archive, the next round ------------------ */
 
 static json_t *exp_insert(struct daemon *d, const char *name, const char *kind, json_t *tasks,
-                          json_t *env, const char *workdir, long long parallel, int64_t **ids_out);
+                          json_t *env, const char *workdir, long long parallel,
+                          const struct exp_graph *checked, int64_t **ids_out);
 
 /* Copies the regular files and directories under from into to (created). Returns 0 or -1. */
 static int exp_copy_tree(const char *from, const char *to)
@@ -552,7 +554,7 @@ static int exp_next_round(struct daemon *d, const char *name, json_t *row, json_
     json_t *sweep = json_object_get(spec, "sweep");
     json_t *reply = exp_insert(d, name, "Experiment", list, json_object_get(info, "env"),
                                json_string_value(json_object_get(info, "workdir")),
-                               (long long)exp_num(sweep, "parallel", 0), &ids);
+                               (long long)exp_num(sweep, "parallel", 0), NULL, &ids);
     json_decref(list);
     free(ids);
     if (reply != NULL) {
@@ -612,7 +614,8 @@ static int exp_start_generator(struct daemon *d, const char *name, json_t *row, 
     json_t *list = json_pack("[o]", task);
     int64_t *ids = NULL;
     json_t *reply = exp_insert(d, name, "Pipeline", list, json_object_get(info, "env"),
-                               json_string_value(json_object_get(info, "workdir")), 0, &ids);
+                               json_string_value(json_object_get(info, "workdir")), 0, NULL,
+                               &ids);
     json_decref(list);
     if (reply == NULL) {
         snprintf(out, len, "%s; the generator (task %lld) proposes the next trials", why,
@@ -679,7 +682,7 @@ static void exp_generated(struct daemon *d, const char *name, json_t *row, int64
     json_t *reply = exp_insert(d, name, "Experiment", list, env,
                                json_string_value(json_object_get(exec, "workdir")),
                                (long long)exp_num(json_object_get(spec, "sweep"), "parallel", 0),
-                               &ids);
+                               NULL, &ids);
     json_decref(env);
     json_decref(exec);
     free(ids);
@@ -904,88 +907,52 @@ badenv:
     return reply_error(2, "a task's env must map names to strings");
 }
 
-/* The order to create tasks in: each after the tasks it needs. -1 on an unknown name or a
- * cycle. */
-static int exp_order(json_t *tasks, size_t *order, char **why)
-{
-    size_t n = json_array_size(tasks), done = 0;
-    bool *placed = xcalloc(n + 1, sizeof *placed);
-    while (done < n) {
-        bool progress = false;
-        for (size_t i = 0; i < n; i++) {
-            if (placed[i])
-                continue;
-            json_t *needs = json_object_get(json_array_get(tasks, i), "needs"), *nd;
-            size_t k;
-            bool ready = true;
-            json_array_foreach(needs, k, nd) {
-                bool found = false;
-                for (size_t j = 0; j < n; j++)
-                    if (json_equal(json_object_get(json_array_get(tasks, j), "name"), nd)) {
-                        found = true;
-                        ready &= placed[j];
-                    }
-                if (!found) {
-                    *why = xasprintf("task %s needs unknown task %s",
-                                     exp_str(json_array_get(tasks, i), "name", "?"),
-                                     json_is_string(nd) ? json_string_value(nd) : "?");
-                    free(placed);
-                    return -1;
-                }
-            }
-            if (ready) {
-                placed[i] = true;
-                order[done++] = i;
-                progress = true;
-            }
-        }
-        if (!progress) {
-            *why = xstrdup("the tasks' needs form a cycle");
-            free(placed);
-            return -1;
-        }
-    }
-    free(placed);
-    return 0;
-}
-
-/* Creates the tasks of an exp_run request (or of a next round) inside the caller's transaction:
- * store rows, trial rows and core's tasks, each after the tasks it needs. Returns NULL, or an
- * error reply (the caller rolls back). *ids (malloc'd) gets the new ids in request order. */
+/* Creates the tasks of an exp_run request (or of a next round, or a generator's) inside the
+ * caller's transaction: store rows, trial rows and core's tasks, each after the tasks it needs.
+ * checked: what exp_request_check() made of the request, or NULL to check the tasks here
+ * (exp/request.c: the daemon trusts no task it did not check). Returns NULL, or an error reply
+ * (the caller rolls back). *ids (malloc'd) gets the new ids in request order. */
 static json_t *exp_insert(struct daemon *d, const char *name, const char *kind, json_t *tasks,
-                          json_t *env, const char *workdir, long long parallel, int64_t **ids_out)
+                          json_t *env, const char *workdir, long long parallel,
+                          const struct exp_graph *checked, int64_t **ids_out)
 {
-    size_t n = json_array_size(tasks);
-    size_t *order = xcalloc(n + 1, sizeof *order);
-    struct task_record *recs = xcalloc(n + 1, sizeof *recs);
-    int64_t *ids = xcalloc(n + 1, sizeof *ids);
-    struct core_dep *deps = xcalloc(n + 1, sizeof *deps);
-    json_t *reply = NULL;
-    char *why = NULL;
+    size_t n = json_array_size(tasks), most = 0;
     bool pipeline = strcmp(kind, "Pipeline") == 0;
     bool sweep = !pipeline && parallel > 0 && n > 1;
-    core_time now = daemon_now();
-    if (exp_order(tasks, order, &why) < 0) {
-        reply = reply_error(2, "%s", why);
-        free(why);
-        goto out;
+    struct exp_graph own = {0};
+    const struct exp_graph *g = checked;
+    char *why = NULL;
+    *ids_out = NULL;
+    if (g == NULL) {
+        if (exp_tasks_check(tasks, pipeline, env, &own, &why) < 0) {
+            json_t *reply = reply_error(2, "%s", why);
+            free(why);
+            return reply;
+        }
+        g = &own;
     }
+    for (size_t i = 0; i < n; i++)
+        if (g->first[i + 1] - g->first[i] > most)
+            most = g->first[i + 1] - g->first[i];
+    struct task_record *recs = xcalloc(n + 1, sizeof *recs);
+    int64_t *ids = xcalloc(n + 1, sizeof *ids);
+    struct core_dep *deps = xcalloc(most + 1, sizeof *deps); /* one task's, refilled for each */
+    json_t *reply = NULL, *no_params = json_object();
+    core_time now = daemon_now();
     for (size_t i = 0; i < n && reply == NULL; i++)
         reply = exp_task_record(d, json_array_get(tasks, i), env, workdir, &recs[i]);
     for (size_t pass = 0; pass < 2 && reply == NULL; pass++) {
         /* Pass 0: the store (the ids come from it); pass 1: core, once the array is known. */
         for (size_t o = 0; o < n && reply == NULL; o++) {
-            size_t i = order[o], k, nd_count = 0;
-            json_t *task = json_array_get(tasks, i), *nd;
-            json_array_foreach(json_object_get(task, "needs"), k, nd)
-                for (size_t j = 0; j < n; j++)
-                    if (json_equal(json_object_get(json_array_get(tasks, j), "name"), nd))
-                        deps[nd_count++] = (struct core_dep){ids[j], DEP_AFTER_OK, -1};
+            size_t i = g->order[o], nd_count = 0;
+            json_t *task = json_array_get(tasks, i);
+            for (size_t k = g->first[i]; k < g->first[i + 1]; k++)
+                deps[nd_count++] = (struct core_dep){ids[g->need[k]], DEP_AFTER_OK, -1};
             recs[i].spec.deps = deps;
             recs[i].spec.ndeps = nd_count;
             recs[i].spec.submit_time = now;
             if (pass == 1) {
-                recs[i].spec.array_id = sweep ? ids[order[0]] : 0;
+                recs[i].spec.array_id = sweep ? ids[g->order[0]] : 0;
                 if (core_submit(d->core, &recs[i].spec, now, &d->acts) < 0)
                     fatalx("core refused experiment task %lld", (long long)ids[i]);
                 continue;
@@ -1000,19 +967,19 @@ static json_t *exp_insert(struct daemon *d, const char *name, const char *kind, 
                                        ? (int)json_integer_value(trial)
                                        : (int)i,
                                    ids[i] = recs[i].spec.id, pipeline ? recs[i].name : NULL,
-                                   json_is_object(params) ? params : json_object()) < 0)
+                                   json_is_object(params) ? params : no_params) < 0)
                 reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));
         }
         if (pass == 0 && reply == NULL && sweep &&
-            store_set_array(d->store, ids[order[0]], ids[order[n - 1]]) < 0)
+            store_set_array(d->store, ids[g->order[0]], ids[g->order[n - 1]]) < 0)
             reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));
     }
-out:
     for (size_t i = 0; i < n; i++)
         json_decref(recs[i].env);
     free(recs);
-    free(order);
     free(deps);
+    json_decref(no_params);
+    exp_graph_free(&own);
     if (reply != NULL) {
         free(ids);
         ids = NULL;
@@ -1028,41 +995,50 @@ json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
     json_t *spec = json_object_get(req, "spec"), *tasks = json_object_get(req, "tasks");
     json_t *env = json_object_get(req, "env"), *reply = NULL;
     long long parallel, space, seed;
-    if (name == NULL || kind == NULL || !json_is_object(spec) || !json_is_array(tasks) ||
-        json_array_size(tasks) == 0 || json_array_size(tasks) > 100000 || workdir == NULL ||
-        workdir[0] != '/' || !json_is_object(env))
-        return reply_error(2, "exp_run needs name, kind, spec, tasks, an absolute workdir, env");
-    if (strcmp(kind, "Experiment") != 0 && strcmp(kind, "Pipeline") != 0)
-        return reply_error(2, "kind must be Experiment or Pipeline");
+    struct exp_graph graph;
+    char *why;
+    /* The checks the CLI made, made again: a client may send anything (exp/request.c). */
+    if (exp_request_check(req, &graph, &why) < 0) {
+        reply = reply_error(2, "%s", why);
+        free(why);
+        return reply;
+    }
     if (ops_get_int(req, "parallel", 0, 1000000, 0, &parallel, &reply) < 0 ||
         ops_get_int(req, "space", 0, INT64_MAX, 0, &space, &reply) < 0 ||
         ops_get_int(req, "seed", 0, UINT32_MAX, 0, &seed, &reply) < 0)
-        return reply;
-    if (store_exp_exists(d->store, name))
-        return reply_error(2, "experiment %s exists already (give another metadata.name, or"
-                              " --set metadata.name=…)", name);
+        goto out;
+    if (store_exp_exists(d->store, name)) {
+        reply = reply_error(2, "experiment %s exists already (give another metadata.name, or"
+                               " --set metadata.name=…)", name);
+        goto out;
+    }
     size_t n = json_array_size(tasks);
     int64_t *ids = NULL;
     store_begin(d->store);
     if (store_exp_insert(d->store, name, kind, spec, seed, (int64_t)n, space, daemon_now()) < 0)
         reply = reply_error(1, "cannot store the experiment: %s", store_error(d->store));
     else
-        reply = exp_insert(d, name, kind, tasks, env, workdir, parallel, &ids);
+        reply = exp_insert(d, name, kind, tasks, env, workdir, parallel, &graph, &ids);
     if (reply != NULL) {
         store_rollback(d->store);
-        return reply;
+        goto out;
     }
     core_schedule(d->core, daemon_now(), &d->acts);
     if (daemon_apply_txn(d) < 0) {
         free(ids);
         d->stopping = true;
-        return reply_error(1, "cannot store the experiment: %s", store_error(d->store));
+        reply = reply_error(1, "cannot confirm that the experiment was stored: %s (see drover"
+                               " exp ls once the daemon has restarted)", store_error(d->store));
+        goto out;
     }
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(list, json_integer(ids[i]));
     free(ids);
-    return json_pack("{s:b,s:s,s:o}", "ok", 1, "name", name, "ids", list);
+    reply = json_pack("{s:b,s:s,s:o}", "ok", 1, "name", name, "ids", list);
+out:
+    exp_graph_free(&graph);
+    return reply;
 }
 
 json_t *op_exp_ls(struct daemon *d, struct conn *c, json_t *req)

@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,8 +40,7 @@ static void daemon_on_kick(evutil_socket_t fd, short what, void *arg)
 {
     struct daemon *d = arg;
     core_schedule(d->core, daemon_now(), &d->acts);
-    if (daemon_apply(d) < 0)
-        event_base_loopexit(d->base, NULL);
+    daemon_apply(d); /* what fails to commit waits for the next try (daemon/disk.c) */
 }
 
 static void daemon_on_poll(evutil_socket_t fd, short what, void *arg)
@@ -175,6 +176,7 @@ static void daemon_events(struct daemon *d)
 static void daemon_free(struct daemon *d)
 {
     telemetry_stop(d);
+    disk_stop(d);
     exp_free_all(d);
     for (int t = 0; t < d->ngpu_types; t++)
         free(d->gpu_type_names[t]);
@@ -207,16 +209,24 @@ static void daemon_free(struct daemon *d)
 
 int daemon_main(int argc, char **argv)
 {
-    struct daemon d = {.grace_ms = 10000};
+    struct daemon d = {.grace_ms = 10000, .fd_reserve = -1};
     struct core_policy policy = core_policy_default();
     char *err = NULL;
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         config_usage(stdout);
         return 0;
     }
+    config_ready_take(); /* a command that started us waits there for how the start went */
+    /* Every state file the owner's alone, whatever the directory's mode (the database holds
+     * every task's command and environment); tasks get the umask we were started with. */
+    d.task_umask = umask(077);
+    struct rlimit files; /* before server_listen raises it: what tasks get back */
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY)
+        d.task_nofile = (uint64_t)files.rlim_cur;
     d.home = paths_home();
     if (config_load(&d.cfg, d.home, argc, argv, &err) < 0) {
         fprintf(stderr, "drover daemon: %s\n", err);
+        config_ready_report(err);
         free(err);
         free(d.home);
         return 2;
@@ -229,12 +239,16 @@ int daemon_main(int argc, char **argv)
     free(runs);
     free(metrics);
     if (!made) {
-        fprintf(stderr, "drover daemon: cannot create %s: %s\n", d.home, strerror(errno));
+        err = xasprintf("cannot create %s: %s", d.home, strerror(errno));
+        fprintf(stderr, "drover daemon: %s\n", err);
+        config_ready_report(err);
+        free(err);
         return 1;
     }
     int lock = daemon_lock(d.home);
     if (lock < 0) {
         fprintf(stderr, "drover daemon: another daemon is running for %s\n", d.home);
+        config_ready_report(NULL); /* the command that started us uses that one */
         config_free(&d.cfg);
         free(d.home);
         return 1;
@@ -254,6 +268,7 @@ int daemon_main(int argc, char **argv)
     if (d.store == NULL || daemon_machine(&d, &err) < 0)
         goto fail;
     daemon_events(&d);
+    disk_start(&d);
     daemon_start_zygote(&d);
     char *sock = paths_join(d.home, "drover.sock");
     int rc = daemon_restore(&d, &err) < 0 || telemetry_start(&d, &err) < 0
@@ -265,6 +280,7 @@ int daemon_main(int argc, char **argv)
     }
     fprintf(stderr, "drover daemon: serving %s (pid %d, %d GPUs from %s, %d CPUs)\n", sock,
             (int)getpid(), d.gpus.count, d.gpus.source, d.cpus);
+    config_ready_report(NULL);
     daemon_kick(&d);
     event_base_dispatch(d.base);
     server_close(&d);
@@ -275,6 +291,7 @@ int daemon_main(int argc, char **argv)
     return 0;
 fail:
     fprintf(stderr, "drover daemon: %s\n", err ? err : "cannot start");
+    config_ready_report(err ? err : "cannot start");
     free(err);
     if (d.sigchld)
         daemon_free(&d);

@@ -2,15 +2,17 @@
 #include "daemon/learn.h"
 #include "daemon/ops.h"
 #include "util/parse.h"
+#include "util/request.h"
 #include "util/xalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SUBMIT_MAX_ARRAY 100000
+_Static_assert(REQUEST_MAX_BACKOFF <= CORE_MAX_BACKOFF, "backoff values fit core's");
 
-/* Everything a submit request carries, checked. */
+/* Everything a submit request carries. request_check_submit() (util/request.c, the code the
+ * CLI runs too) has checked its shape and ranges before any of it is read. */
 struct submit {
     struct task_record rec;
     struct core_dep *deps;
@@ -19,76 +21,41 @@ struct submit {
     char *profile;     /* owned */
 };
 
-static int submit_string(json_t *req, const char *key, const char **out, json_t **err)
+/* req[key], checked: a string or NULL. */
+static const char *submit_string(json_t *req, const char *key)
 {
-    json_t *v = json_object_get(req, key);
-    *out = NULL;
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 4096) {
-        *err = reply_error(2, "'%s' must be a non-empty string", key);
-        return -1;
-    }
-    *out = json_string_value(v);
-    return 0;
+    return json_string_value(json_object_get(req, key));
 }
 
-static int submit_command(json_t *req, struct submit *s)
+/* req[key], checked: a whole number or absent (0). */
+static long long submit_int(json_t *req, const char *key)
 {
-    json_t *cmd = json_object_get(req, "command"), *e;
-    size_t i;
-    if (!json_is_array(cmd) || json_array_size(cmd) == 0) {
-        s->reply_err = reply_error(2, "empty command: give one after --");
-        return -1;
-    }
-    json_array_foreach(cmd, i, e) {
-        if (!json_is_string(e) || (i == 0 && json_string_length(e) == 0)) {
-            s->reply_err = reply_error(2, "the command must be an array of strings");
-            return -1;
-        }
-    }
-    s->rec.command = cmd;
-    json_t *env = json_object_get(req, "env"), *val;
-    const char *k;
-    if (env == NULL)
-        env = json_object();
-    else if (!json_is_object(env))
-        goto badenv;
-    else
-        json_incref(env);
-    s->rec.env = env;
-    json_object_foreach(env, k, val) {
-        if (!json_is_string(val) || *k == '\0' || strchr(k, '='))
-            goto badenv;
-    }
-    return 0;
-badenv:
-    s->reply_err = reply_error(2, "'env' must map variable names to strings");
-    return -1;
+    return json_integer_value(json_object_get(req, key));
+}
+
+static void submit_command(json_t *req, struct submit *s)
+{
+    json_t *env = json_object_get(req, "env");
+    s->rec.command = json_object_get(req, "command");
+    s->rec.env = json_is_object(env) ? json_incref(env) : json_object();
 }
 
 /* The profile a task's GPU use is learned under (--profile, else its command line), and its
  * claim: declared (--gpu-mem), whole GPUs (--exclusive, or nothing learned yet), or learned —
  * the peak of the profile's recent successful attempts plus the claim margin. */
-static int submit_claim(struct daemon *d, json_t *req, struct submit *s)
+static void submit_claim(struct daemon *d, json_t *req, struct submit *s)
 {
     struct core_request *r = &s->rec.spec.req;
-    const char *profile;
-    if (submit_string(req, "profile", &profile, &s->reply_err) < 0)
-        return -1;
+    const char *profile = submit_string(req, "profile");
     bool exclusive = json_is_true(json_object_get(req, "exclusive"));
-    if (exclusive && r->gpu_mem > 0) {
-        s->reply_err = reply_error(2, "--exclusive and --gpu-mem contradict each other");
-        return -1;
-    }
     s->profile = profile ? xasprintf("%s", profile)
                          : json_dumps(json_object_get(req, "command"), JSON_COMPACT);
     s->rec.profile = s->profile;
     if (r->gpus == 0)
-        return 0;
+        return;
     if (r->gpu_mem > 0) {
         s->rec.claim_source = "declared";
-        return 0;
+        return;
     }
     uint64_t peak = exclusive ? 0 : store_profile_peak(d->store, s->profile);
     uint64_t smallest = UINT64_MAX;
@@ -98,58 +65,33 @@ static int submit_claim(struct daemon *d, json_t *req, struct submit *s)
     r->gpu_mem = learn_claim(peak, d->cfg.claim_margin, smallest);
     if (r->gpu_mem > 0)
         s->rec.claim_source = "learned";
-    return 0;
 }
 
 static int submit_request(struct daemon *d, json_t *req, struct submit *s)
 {
     struct core_task_spec *sp = &s->rec.spec;
-    long long v[8];
-    json_t **err = &s->reply_err;
-    if (ops_get_int(req, "gpus", 0, CORE_MAX_NODE_GPUS, 0, &v[0], err) < 0 ||
-        ops_get_int(req, "gpu_mem", 0, INT64_MAX, 0, &v[1], err) < 0 ||
-        ops_get_int(req, "cpus", 0, 1000000, 0, &v[2], err) < 0 ||
-        ops_get_int(req, "mem", 0, INT64_MAX, 0, &v[3], err) < 0 ||
-        ops_get_int(req, "timeout_ms", 0, INT64_MAX / 4, 0, &v[4], err) < 0 ||
-        ops_get_int(req, "priority", -1000000, 1000000, 0, &v[5], err) < 0 ||
-        ops_get_int(req, "retries", 0, 1000, 0, &v[6], err) < 0)
-        return -1;
-    sp->req = (struct core_request){.gpus = (int)v[0], .gpu_mem = (uint64_t)v[1],
-                                    .cpus = (int)v[2], .mem = (uint64_t)v[3],
-                                    .time_limit = v[4]};
-    sp->priority = (int)v[5];
-    sp->max_retries = (int)v[6];
+    sp->req = (struct core_request){.gpus = (int)submit_int(req, "gpus"),
+                                    .gpu_mem = (uint64_t)submit_int(req, "gpu_mem"),
+                                    .cpus = (int)submit_int(req, "cpus"),
+                                    .mem = (uint64_t)submit_int(req, "mem"),
+                                    .time_limit = submit_int(req, "timeout_ms")};
+    sp->priority = (int)submit_int(req, "priority");
+    sp->max_retries = (int)submit_int(req, "retries");
     if (sp->req.gpu_mem > 0 && sp->req.gpus == 0)
         sp->req.gpus = 1; /* --gpu-mem alone asks for one shared GPU */
-    long long stall;
-    if (ops_get_int(req, "stall_ms", 0, INT64_MAX / 4, 0, &stall, err) < 0)
-        return -1;
-    s->rec.stall_ms = stall;
-    if (submit_claim(d, req, s) < 0)
-        return -1;
+    s->rec.stall_ms = submit_int(req, "stall_ms");
+    submit_claim(d, req, s);
     const char *why;
     if (core_check_request(d->core, &sp->req, &why) < 0) {
-        *err = reply_error(2, "%s", why);
+        s->reply_err = reply_error(2, "%s", why);
         return -1;
     }
     json_t *backoff = json_object_get(req, "backoff"), *e;
     size_t i;
-    if (backoff && !json_is_null(backoff)) {
-        if (!json_is_array(backoff) || json_array_size(backoff) == 0 ||
-            json_array_size(backoff) > CORE_MAX_BACKOFF)
-            goto badbackoff;
-        json_array_foreach(backoff, i, e) {
-            if (!json_is_integer(e) || json_integer_value(e) < 0)
-                goto badbackoff;
-            sp->backoff[sp->nbackoff++] = json_integer_value(e);
-        }
-    }
+    json_array_foreach(backoff, i, e)
+        sp->backoff[sp->nbackoff++] = json_integer_value(e);
     sp->hold = json_is_true(json_object_get(req, "hold"));
     return 0;
-badbackoff:
-    *err = reply_error(2, "'backoff' must be 1 to %d non-negative millisecond values",
-                       CORE_MAX_BACKOFF);
-    return -1;
 }
 
 static int submit_deps(struct daemon *d, json_t *req, struct submit *s)
@@ -181,30 +123,11 @@ static int submit_deps(struct daemon *d, json_t *req, struct submit *s)
     return s->reply_err ? -1 : 0;
 }
 
-static int submit_array(json_t *req, struct submit *s)
+static void submit_array(json_t *req, struct submit *s)
 {
-    json_t *a = json_object_get(req, "array"), *idx, *e;
-    size_t i;
-    long long limit;
-    if (a == NULL || json_is_null(a))
-        return 0;
-    idx = json_object_get(a, "index");
-    if (!json_is_object(a) || !json_is_array(idx) || json_array_size(idx) == 0 ||
-        json_array_size(idx) > SUBMIT_MAX_ARRAY)
-        goto bad;
-    json_array_foreach(idx, i, e) {
-        if (!json_is_integer(e) || json_integer_value(e) < 0)
-            goto bad;
-    }
-    if (ops_get_int(a, "limit", 0, 1000000, 0, &limit, &s->reply_err) < 0)
-        return -1;
-    s->array = idx;
-    s->rec.spec.array_limit = (int)limit;
-    return 0;
-bad:
-    s->reply_err = reply_error(2, "'array' must be {\"index\": [0, 1, ...], \"limit\": N}"
-                                  " with at most %d indices", SUBMIT_MAX_ARRAY);
-    return -1;
+    json_t *a = json_object_get(req, "array");
+    s->array = json_object_get(a, "index"); /* NULL when a is absent or null */
+    s->rec.spec.array_limit = (int)submit_int(a, "limit");
 }
 
 static json_t *submit_ids_reply(struct daemon *d, int64_t first, size_t n, bool existing)
@@ -238,16 +161,19 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
     struct submit s;
     memset(&s, 0, sizeof s);
     json_t *reply = NULL;
-    if (submit_string(req, "name", &s.rec.name, &s.reply_err) < 0 ||
-        submit_string(req, "key", &s.rec.key, &s.reply_err) < 0 ||
-        submit_string(req, "workdir", &s.rec.workdir, &s.reply_err) < 0 ||
-        submit_command(req, &s) < 0 || submit_request(d, req, &s) < 0 ||
-        submit_array(req, &s) < 0)
-        goto out;
-    if (s.rec.workdir == NULL || s.rec.workdir[0] != '/') {
-        s.reply_err = reply_error(2, "'workdir' must be an absolute path");
-        goto out;
+    char *why;
+    if (request_check_submit(req, &why) < 0) {
+        reply = reply_error(2, "%s", why);
+        free(why);
+        return reply;
     }
+    s.rec.name = submit_string(req, "name");
+    s.rec.key = submit_string(req, "key");
+    s.rec.workdir = submit_string(req, "workdir");
+    submit_command(req, &s);
+    submit_array(req, &s);
+    if (submit_request(d, req, &s) < 0)
+        goto out;
     size_t count = s.array ? json_array_size(s.array) : 1;
     int64_t first = s.rec.key ? store_find_key(d->store, s.rec.key) : 0;
     if (first > 0) {
@@ -255,6 +181,8 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
         goto out;
     }
     if (submit_deps(d, req, &s) < 0)
+        goto out;
+    if ((reply = disk_refusal(d)) != NULL) /* a full disk: nothing is stored (daemon/disk.c) */
         goto out;
     s.rec.spec.submit_time = daemon_now();
     /* One transaction: the tasks, their first states and whatever starts at once. The reply
@@ -274,8 +202,13 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
     core_schedule(d->core, daemon_now(), &d->acts);
     if (daemon_apply_txn(d) < 0) {
         /* Core already holds the task: the daemon stops once this reply is out, and the next
-         * start recovers from the store, which holds nothing of it. */
-        reply = reply_error(1, "cannot store the task: %s", store_error(d->store));
+         * start recovers from the store. Whether the store holds the task is unknown: a failed
+         * fsync of the WAL may follow a commit frame that recovery later replays (the fault
+         * test, t-fault-store.sh, sees both), so the reply says so; a resubmit with the same
+         * --key is safe either way. */
+        reply = reply_error(1, "cannot confirm that the task was stored: %s (the daemon restarts"
+                               " from its store; resubmitting with the same --key is safe)",
+                            store_error(d->store));
         d->stopping = true;
     } else {
         reply = submit_ids_reply(d, first, count, false);

@@ -1,5 +1,6 @@
 /* The daemon's operations: one handler per request "op", behind a table. Every argument is
- * type-checked here; a bad one gets an error reply (code 2) and changes nothing. */
+ * type-checked before anything changes (a submit's by util/request.c, the code the CLI runs
+ * too); a bad one gets an error reply (code 2) and changes nothing. */
 #include "daemon/daemon.h"
 #include "util/proto.h"
 #include "util/xalloc.h"
@@ -68,6 +69,18 @@ int ops_get_int(json_t *req, const char *key, long long min, long long max, long
     return 0;
 }
 
+/* Reads req[key] as true or false; absent or null = def. */
+static int ops_get_bool(json_t *req, const char *key, bool def, bool *out, json_t **err)
+{
+    json_t *v = json_object_get(req, key);
+    if (v != NULL && !json_is_null(v) && !json_is_boolean(v)) {
+        *err = reply_error(2, "'%s' must be true or false", key);
+        return -1;
+    }
+    *out = v == NULL || json_is_null(v) ? def : json_is_true(v);
+    return 0;
+}
+
 static json_t *op_ping(struct daemon *d, struct conn *c, json_t *req)
 {
     return json_pack("{s:b,s:i,s:i,s:s,s:b}", "ok", 1, "pid", (int)getpid(), "gpus",
@@ -84,9 +97,12 @@ static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
                               " upstream_failed)",
                            json_is_string(state) ? json_string_value(state) : "?");
     const char *filter = state ? json_string_value(state) : NULL;
-    bool all = json_is_true(json_object_get(req, "all"));
-    json_t *tasks = json_is_true(json_object_get(req, "brief"))
-                        ? store_list_brief(d->store, filter, all, daemon_now())
+    bool all, brief;
+    json_t *err;
+    if (ops_get_bool(req, "all", false, &all, &err) < 0 ||
+        ops_get_bool(req, "brief", false, &brief, &err) < 0)
+        return err;
+    json_t *tasks = brief ? store_list_brief(d->store, filter, all, daemon_now())
                         : store_list_json(d->store, filter, all, daemon_now());
     return json_pack("{s:b,s:o}", "ok", 1, "tasks", tasks);
 }
@@ -172,7 +188,10 @@ static json_t *op_release(struct daemon *d, struct conn *c, json_t *req)
 
 static json_t *op_drain(struct daemon *d, struct conn *c, json_t *req)
 {
-    bool on = !json_is_false(json_object_get(req, "on"));
+    bool on;
+    json_t *err;
+    if (ops_get_bool(req, "on", true, &on, &err) < 0)
+        return err;
     if (store_set_setting(d->store, "draining", on ? "1" : "0") < 0)
         return reply_error(1, "cannot record the drain: %s", store_error(d->store));
     core_set_drain(d->core, on);
@@ -277,28 +296,39 @@ void ops_drop_conn(struct daemon *d, struct conn *c)
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
+/* new_work: an op that stores new work (attempts, an experiment). While the disk is full these
+ * are refused before anything changes (daemon/disk.c); reading, cancelling and holding stay
+ * possible. submit refuses by itself, after its checks and after answering a repeated --key. */
 static const struct op_entry {
     const char *name;
     json_t *(*fn)(struct daemon *, struct conn *, json_t *);
+    bool new_work;
 } ops_table[] = {
-    {"ping", op_ping},         {"submit", op_submit},   {"ls", op_ls},
-    {"show", op_show},         {"cancel", op_cancel},   {"retry", op_retry},
-    {"hold", op_hold},         {"release", op_release}, {"wait", op_wait},
-    {"gpus", op_gpus},         {"drain", op_drain},     {"shutdown", op_shutdown},
-    {"exp_run", op_exp_run},   {"exp_ls", op_exp_ls},   {"exp_show", op_exp_show},
-    {"exp_stop", op_exp_stop}, {"exp_resume", op_exp_resume},
+    {"ping", op_ping, false},         {"submit", op_submit, false},
+    {"ls", op_ls, false},             {"show", op_show, false},
+    {"cancel", op_cancel, false},     {"retry", op_retry, true},
+    {"hold", op_hold, false},         {"release", op_release, false},
+    {"wait", op_wait, false},         {"gpus", op_gpus, false},
+    {"drain", op_drain, false},       {"shutdown", op_shutdown, false},
+    {"exp_run", op_exp_run, true},    {"exp_ls", op_exp_ls, false},
+    {"exp_show", op_exp_show, false}, {"exp_stop", op_exp_stop, false},
+    {"exp_resume", op_exp_resume, true},
 };
 
 json_t *ops_dispatch(struct daemon *d, struct conn *c, json_t *req)
 {
-    json_t *v = json_object_get(req, "v"), *op = json_object_get(req, "op");
+    json_t *v = json_object_get(req, "v"), *op = json_object_get(req, "op"), *refused;
     if (!json_is_integer(v) || json_integer_value(v) != PROTO_VERSION)
         return reply_error(2, "unsupported protocol version (this daemon speaks %d)",
                            PROTO_VERSION);
     if (!json_is_string(op))
         return reply_error(2, "request has no 'op'");
-    for (size_t i = 0; i < sizeof ops_table / sizeof ops_table[0]; i++)
-        if (strcmp(ops_table[i].name, json_string_value(op)) == 0)
-            return ops_table[i].fn(d, c, req);
+    for (size_t i = 0; i < sizeof ops_table / sizeof ops_table[0]; i++) {
+        if (strcmp(ops_table[i].name, json_string_value(op)) != 0)
+            continue;
+        if (ops_table[i].new_work && (refused = disk_refusal(d)) != NULL)
+            return refused;
+        return ops_table[i].fn(d, c, req);
+    }
     return reply_error(2, "unknown request '%s'", json_string_value(op));
 }

@@ -3,6 +3,7 @@
 #include "exec/exec.h"
 #include "util/paths.h"
 #include "util/parse.h"
+#include "util/ratelog.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -124,21 +125,54 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
     return 0;
 }
 
-/* Writes and commits the batch in the transaction the caller began. */
-static int apply_commit(struct daemon *d, const struct core_actions *acts, core_time now)
+enum { APPLY_KEPT = -1, APPLY_LOST = -2 };
+
+/* Writes and commits the batch in the transaction begun for it (by the caller, if caller_txn).
+ * A commit that fails for want of room is tried again with some of the ballast given back
+ * (daemon/disk.c). Returns 0; APPLY_KEPT if it failed but may be written again later; or
+ * APPLY_LOST if the failed transaction took with it what core already holds — the caller's own
+ * writes, or an experiment's new tasks (exp_task_ended, inside apply_write, submits them to core
+ * as it inserts them) — so that writing it again would be wrong: the daemon must stop and
+ * recover from the store. */
+static int apply_commit(struct daemon *d, const struct core_actions *acts, core_time now,
+                        bool caller_txn)
 {
-    if (apply_write(d, acts, now) < 0) {
-        store_rollback(d->store);
-        goto fail;
+    bool lost = caller_txn;
+    disk_before_commit(d);
+    for (;;) {
+        size_t before = d->acts.n;
+        if (apply_write(d, acts, now) == 0) {
+            if (store_commit(d->store) == 0) {
+                d->nends = 0;
+                return 0;
+            }
+        } else {
+            store_rollback(d->store);
+        }
+        lost |= d->acts.n != before;
+        if (lost || !disk_commit_failed(d, store_error_code(d->store)))
+            break;
+        store_begin(d->store);
     }
-    if (store_commit(d->store) < 0)
-        goto fail;
-    d->nends = 0;
-    return 0;
-fail:
-    fprintf(stderr, "drover daemon: cannot commit state: %s; stopping (a restart recovers)\n",
-            store_error(d->store));
-    return -1;
+    static struct ratelog failing; /* retried every second while the disk stays full */
+    ratelog(&failing, "drover daemon: cannot commit state: %s; %s", store_error(d->store),
+            lost ? "stopping (a restart recovers)"
+                 : "nothing of it is carried out until it is committed");
+    return lost ? APPLY_LOST : APPLY_KEPT;
+}
+
+/* A batch that could not be committed goes back to the head of d->acts (before what writing it
+ * added), to be committed — and only then carried out — by a later apply. */
+static void apply_keep(struct daemon *d, struct core_actions *batch)
+{
+    struct core_actions later = d->acts;
+    d->acts = *batch;
+    memset(batch, 0, sizeof *batch);
+    for (size_t i = 0; i < later.n; i++) {
+        xgrow((void **)&d->acts.v, &d->acts.cap, d->acts.n + 1, sizeof *d->acts.v);
+        d->acts.v[d->acts.n++] = later.v[i];
+    }
+    core_actions_free(&later);
 }
 
 /* Builds the attempt's environment: the submitter's, then drover's own variables. */
@@ -200,9 +234,14 @@ struct run *run_add(struct daemon *d, int64_t task, int attempt, pid_t pid, bool
     return r;
 }
 
-static void spawn_failed(struct daemon *d, const struct core_action *a, const char *why)
+/* The attempt could not start. For want of room (error ENOSPC, EDQUOT) that is the machine's
+ * doing, not the task's: the attempt is forgotten, uses no retry, and the task waits, queued,
+ * for the disk (daemon/disk.c drains core meanwhile). */
+static void spawn_failed(struct daemon *d, const struct core_action *a, const char *why,
+                         int error)
 {
     struct attempt_end *e;
+    bool no_room = error == ENOSPC || error == EDQUOT;
     xgrow((void **)&d->ends, &d->ends_cap, d->nends + 1, sizeof *d->ends);
     e = &d->ends[d->nends++];
     memset(e, 0, sizeof *e);
@@ -210,9 +249,13 @@ static void spawn_failed(struct daemon *d, const struct core_action *a, const ch
     e->attempt = a->attempt;
     e->end = daemon_now();
     e->exit_code = -1;
-    e->outcome = "lost";
+    e->outcome = no_room ? "not_started" : "lost";
+    e->discard = no_room;
     snprintf(e->reason, sizeof e->reason, "could not start: %s", why);
-    core_attempt_exited(d->core, a->task, CORE_OUTCOME_LOST, e->end, &d->acts);
+    if (no_room)
+        disk_no_room(d);
+    core_attempt_exited(d->core, a->task, no_room ? CORE_OUTCOME_NOT_STARTED : CORE_OUTCOME_LOST,
+                        e->end, &d->acts);
 }
 
 static void spawn_attempt(struct daemon *d, const struct core_action *a, core_time now)
@@ -235,17 +278,26 @@ static void spawn_attempt(struct daemon *d, const struct core_action *a, core_ti
         .run_dir = dir,
         .timeout_ms = json_integer_value(json_object_get(info, "timeout_ms")),
         .grace_ms = d->grace_ms,
+        .set_umask = true,
+        .task_umask = d->task_umask,
+        .task_nofile = d->task_nofile,
     };
     pid_t pid;
-    if (paths_mkdir_p(ckpt) < 0)
-        err = xasprintf("cannot create %s: %s", ckpt, strerror(errno));
+    int error = 0;
+    if (disk_is_full(d)) { /* decided before the disk filled, or across a user's undrain */
+        err = xasprintf("disk full under %s", d->home);
+        error = ENOSPC;
+    } else if (paths_mkdir_p(ckpt) < 0) {
+        error = errno;
+        err = xasprintf("cannot create %s: %s", ckpt, strerror(error));
+    }
     if (err == NULL && exec_start(&spec, &pid, &err) == 0) {
         struct run *r = run_add(d, a->task, a->attempt, pid, true, dir, now, &a->placement);
         telemetry_watch(d, r, json_integer_value(json_object_get(info, "stall_ms")));
         telemetry_started(d, a->at, now);
         dir = NULL;
     } else {
-        spawn_failed(d, a, err);
+        spawn_failed(d, a, err, error != 0 ? error : errno);
     }
     free(err);
     free(dir);
@@ -289,19 +341,40 @@ static void carry_out(struct daemon *d, const struct core_actions *batch, core_t
  * caller has answered its client — and repeats for what carrying them out caused. */
 static int apply_loop(struct daemon *d, bool in_txn, bool defer)
 {
-    bool changed = false;
+    bool changed = false, first = true;
+    int rc = 0;
+    /* Once a batch is lost the daemon is on its way out: committing anything more (an attempt's
+     * end without the state change that went with the lost batch, say) would split what belongs
+     * together, and a finished task could run again after the restart. The store and the run
+     * directories hold everything the next daemon needs. */
+    if (d->store_lost) {
+        if (in_txn)
+            store_rollback(d->store);
+        return -1;
+    }
     while (in_txn || d->acts.n > 0 || d->nends > 0) {
         struct core_actions batch = d->acts;
         core_time now = daemon_now();
+        bool caller_txn = in_txn;
         memset(&d->acts, 0, sizeof d->acts);
-        changed = true;
         if (!in_txn)
             store_begin(d->store);
         in_txn = false;
-        if (apply_commit(d, &batch, now) < 0) {
+        int committed = apply_commit(d, &batch, now, caller_txn);
+        if (committed == APPLY_KEPT) {
+            apply_keep(d, &batch);
+        } else if (committed == APPLY_LOST) {
+            d->store_lost = true;
             core_actions_free(&batch);
-            return -1;
+            if (!caller_txn) /* the caller stops the daemon itself: see daemon_apply_txn */
+                event_base_loopexit(d->base, NULL);
         }
+        if (committed < 0) {
+            rc = first ? -1 : 0; /* what the caller asked for was committed, or was not */
+            break;
+        }
+        changed = true;
+        first = false;
         if (defer) {
             for (size_t i = 0; i < batch.n; i++) {
                 xgrow((void **)&d->deferred.v, &d->deferred.cap, d->deferred.n + 1,
@@ -318,7 +391,7 @@ static int apply_loop(struct daemon *d, bool in_txn, bool defer)
     if (changed)
         ops_notify_waiters(d);
     apply_wakeup(d, daemon_now());
-    return 0;
+    return rc;
 }
 
 void daemon_on_carry(evutil_socket_t fd, short what, void *arg)
@@ -328,8 +401,7 @@ void daemon_on_carry(evutil_socket_t fd, short what, void *arg)
     memset(&d->deferred, 0, sizeof d->deferred);
     carry_out(d, &batch, daemon_now());
     core_actions_free(&batch);
-    if (daemon_apply(d) < 0)
-        event_base_loopexit(d->base, NULL);
+    daemon_apply(d); /* what fails to commit waits for the next try (daemon/disk.c) */
 }
 
 int daemon_apply(struct daemon *d)

@@ -4,19 +4,15 @@
  * what it cannot see itself (memory used outside its claims, the utilisation rule, GPUs out of
  * service), stalled attempts and attempts on a failed GPU are stopped, and the series is kept in
  * the store (raw for an hour, one-minute means for 30 days; flushed once a minute, so a crash
- * loses at most a minute of telemetry and the task path never waits on it). It also serves
- * Prometheus /metrics when asked to. */
+ * loses at most a minute of telemetry and the task path never waits on it). It also starts
+ * Prometheus /metrics (http.c) when asked to. */
 #include "daemon/daemon.h"
 #include "daemon/learn.h"
-#include "daemon/metrics.h"
 #include "exec/exec.h"
 #include "gpu/nvml.h"
 #include "util/xalloc.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <event2/buffer.h>
-#include <event2/http.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +50,6 @@ struct telemetry {
     uint64_t lat_count[TEL_NLAT];
     uint64_t lat_total;
     double lat_sum;
-    struct evhttp *http;
 };
 
 /* ---- processes and logs -------------------------------------------------------------------- */
@@ -81,6 +76,8 @@ static pid_t tel_session(pid_t pid)
     return (pid_t)session;
 }
 
+/* What the logs show of activity, compared for change only: their sizes and times (on a full
+ * disk the supervisor drops the output but moves the log's time on, exec/relay.c). */
 static long long tel_log_size(const char *run_dir)
 {
     static const char *const names[] = {"stdout", "stderr"};
@@ -89,7 +86,7 @@ static long long tel_log_size(const char *run_dir)
         char *path = xasprintf("%s/%s", run_dir, names[i]);
         struct stat st;
         if (stat(path, &st) == 0)
-            total += (long long)st.st_size;
+            total += (long long)st.st_size + st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
         free(path);
     }
     return total;
@@ -350,79 +347,6 @@ static void tel_tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* ---- Prometheus ---------------------------------------------------------------------------- */
-
-static void tel_http_metrics(struct evhttp_request *req, void *arg)
-{
-    struct daemon *d = arg;
-    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-        evhttp_send_error(req, 405, "only GET");
-        return;
-    }
-    json_t *snap = telemetry_snapshot(d);
-    char *text = metrics_render(snap);
-    json_decref(snap);
-    struct evbuffer *body = evbuffer_new();
-    evbuffer_add(body, text, strlen(text));
-    free(text);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "text/plain; version=0.0.4; charset=utf-8");
-    evhttp_send_reply(req, 200, "OK", body);
-    evbuffer_free(body);
-}
-
-static void tel_http_other(struct evhttp_request *req, void *arg)
-{
-    evhttp_send_error(req, 404, "drover serves /metrics");
-}
-
-static bool tel_loopback(const char *host)
-{
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (strcmp(host, "localhost") == 0)
-        return true;
-    if (inet_pton(AF_INET, host, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
-}
-
-static int tel_metrics_listen(struct daemon *d, char **err)
-{
-    char *spec = xstrdup(d->cfg.metrics), *colon = strrchr(spec, ':');
-    char *host = spec, *end;
-    if (colon == NULL) {
-        *err = xasprintf("metrics '%s': expected ADDR:PORT, e.g. 127.0.0.1:9420", d->cfg.metrics);
-        free(spec);
-        return -1;
-    }
-    *colon = '\0';
-    long port = strtol(colon + 1, &end, 10);
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        host[strlen(host) - 1] = '\0';
-        host++;
-    }
-    if (*end != '\0' || end == colon + 1 || port <= 0 || port > 65535) {
-        *err = xasprintf("metrics '%s': the port must be 1 to 65535", d->cfg.metrics);
-        free(spec);
-        return -1;
-    }
-    if (!d->cfg.metrics_any && !tel_loopback(host)) {
-        *err = xasprintf("metrics '%s': not a loopback address (set metrics-any to serve it"
-                         " to the network)", d->cfg.metrics);
-        free(spec);
-        return -1;
-    }
-    d->tel->http = evhttp_new(d->base);
-    evhttp_set_cb(d->tel->http, "/metrics", tel_http_metrics, d);
-    evhttp_set_gencb(d->tel->http, tel_http_other, d);
-    int rc = evhttp_bind_socket(d->tel->http, host, (uint16_t)port);
-    if (rc < 0)
-        *err = xasprintf("metrics '%s': cannot listen: %s", d->cfg.metrics, strerror(errno));
-    free(spec);
-    return rc;
-}
-
 /* ---- the lifecycle ------------------------------------------------------------------------- */
 
 int telemetry_start(struct daemon *d, char **err)
@@ -433,7 +357,7 @@ int telemetry_start(struct daemon *d, char **err)
               strcmp(d->gpus.source, "nvidia-smi") == 0;
     t->minute = daemon_now() / 60000;
     t->next_health = daemon_now() + d->cfg.health_ms;
-    if (d->cfg.metrics != NULL && tel_metrics_listen(d, err) < 0)
+    if (d->cfg.metrics != NULL && http_start(d, err) < 0)
         return -1;
     t->timer = event_new(d->base, -1, EV_PERSIST, tel_tick, d);
     struct timeval every = {d->cfg.sample_ms / 1000, (d->cfg.sample_ms % 1000) * 1000};
@@ -450,8 +374,7 @@ void telemetry_stop(struct daemon *d)
         tel_flush(d, daemon_now());
     if (t->timer)
         event_free(t->timer);
-    if (t->http)
-        evhttp_free(t->http);
+    http_stop(d);
     free(t->rows);
     free(t);
     d->tel = NULL;

@@ -17,8 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Waits for the supervisor's word on the ready pipe (0 once its pid file is written), and for the
- * pipe's end: then the supervisor has closed all it inherited. Returns 0 or -1 with *err set. */
+/* Waits for the supervisor's word on the ready pipe (0 once its pid file is written and its
+ * status's space reserved), and for the pipe's end: then the supervisor has closed all it
+ * inherited. Returns 0 or -1 with *err and errno set. */
 static int exec_wait_ready(int ready_fd, const char *run_dir, char **err)
 {
     char buf[sizeof(int) + 1]; /* room for one byte too many, to notice it */
@@ -35,12 +36,14 @@ static int exec_wait_ready(int ready_fd, const char *run_dir, char **err)
     }
     if (got != sizeof word) {
         *err = xasprintf("%s: the supervisor died while starting", run_dir);
+        errno = ECHILD;
         return -1;
     }
     memcpy(&word, buf, sizeof word);
     if (word != 0) {
-        *err = xasprintf("%s: the supervisor could not write its pid file: %s", run_dir,
-                         strerror(word));
+        *err = xasprintf("%s: the supervisor could not write its pid and status files: %s",
+                         run_dir, strerror(word));
+        errno = word;
         return -1;
     }
     return 0;
@@ -62,14 +65,17 @@ static pid_t exec_fork_supervisor(const struct exec_spec *spec, int dir_fd, int 
     close(ready[1]);
     if (pid == -1) {
         close(ready[0]);
+        errno = EAGAIN; /* not the disk's doing */
         return -1;
     }
     int rc = exec_wait_ready(ready[0], spec->run_dir, err);
+    int error = errno;
     close(ready[0]);
     if (rc == 0)
         return pid;
     while (waitpid(pid, &wstatus, 0) == -1 && errno == EINTR)
         ;
+    errno = error;
     return -1;
 }
 
@@ -86,12 +92,13 @@ static int exec_clear(int dir_fd)
 
 int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err)
 {
-    int dir_fd = -1, lock_fd = -1;
+    int dir_fd = -1, lock_fd = -1, error = 0;
     pid_t pid = -1;
 
     *err = NULL;
     if (spec->argv == NULL || spec->argv[0] == NULL || spec->argv[0][0] == '\0') {
         *err = xstrdup("empty command");
+        errno = EINVAL;
         return -1;
     }
     /* A run directory made just now holds nothing stale to clear. */
@@ -100,34 +107,41 @@ int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err)
         fresh = paths_mkdir_p(spec->run_dir) == 0; /* its parents were missing too */
     if ((!fresh && errno != EEXIST) ||
         (dir_fd = open(spec->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
-        *err = xasprintf("%s: %s", spec->run_dir, strerror(errno));
+        error = errno;
+        *err = xasprintf("%s: %s", spec->run_dir, strerror(error));
         goto out;
     }
     /* Taken before the fork, the lock is held from the instant the supervisor exists. */
     lock_fd = openat(dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
     if (lock_fd == -1 || flock(lock_fd, LOCK_EX | LOCK_NB) == -1) {
-        if (lock_fd != -1 && errno == EWOULDBLOCK)
+        error = errno;
+        if (lock_fd != -1 && error == EWOULDBLOCK)
             *err = xasprintf("%s: a supervisor is running there", spec->run_dir);
         else
-            *err = xasprintf("%s/lock: %s", spec->run_dir, strerror(errno));
+            *err = xasprintf("%s/lock: %s", spec->run_dir, strerror(error));
         goto out;
     }
     if (!fresh && exec_clear(dir_fd) == -1) {
+        error = errno;
         *err = xasprintf("%s: removing an earlier try's files: %s", spec->run_dir,
-                         strerror(errno));
+                         strerror(error));
         goto out;
     }
     pid = exec_fork_supervisor(spec, dir_fd, lock_fd, err);
-    if (pid == -1)
+    if (pid == -1) {
+        error = errno;
         exec_clear(dir_fd); /* a pid file without a supervisor would read as EXEC_LOST */
+    }
 out:
     /* Closing ours does not release the lock while the supervisor's copy is open. */
     if (lock_fd != -1)
         close(lock_fd);
     if (dir_fd != -1)
         close(dir_fd);
-    if (pid == -1)
+    if (pid == -1) {
+        errno = error;
         return -1;
+    }
     *supervisor_pid = pid;
     return 0;
 }
@@ -145,12 +159,15 @@ char *exec_status_encode(const struct exec_status *status)
                 *p = '?';
     json_decref(check);
 
-    json_t *obj = json_pack("{s:i, s:i, s:b, s:b, s:s, s:I, s:I, s:i}",
+    json_t *obj = json_pack("{s:i, s:i, s:b, s:b, s:s, s:I, s:I, s:i, s:I, s:I, s:i}",
                             "exit_code", status->exit_code, "signal", status->signal,
                             "timed_out", (int)status->timed_out, "cancelled",
                             (int)status->cancelled, "exec_error", exec_error, "start_ms",
                             (json_int_t)status->start_ms, "end_ms", (json_int_t)status->end_ms,
-                            "pgid", (int)status->pgid);
+                            "pgid", (int)status->pgid, "stdout_truncated_at",
+                            (json_int_t)status->truncated_at[0], "stderr_truncated_at",
+                            (json_int_t)status->truncated_at[1], "output_errno",
+                            status->output_error);
     if (obj == NULL)
         fatalx("exec_status_encode: json_pack failed");
     char *json = json_dumps(obj, JSON_COMPACT);
@@ -170,18 +187,26 @@ static int exec_status_read(const char *run_dir, struct exec_status *status)
     free(path);
     if (fd == -1)
         return -1;
-    json_t *obj = json_loadfd(fd, 0, NULL);
+    /* One read (json_loadfd would read a byte at a time): a record is far below the reserve. */
+    char text[EXEC_STATUS_RESERVE + 1];
+    ssize_t n;
+    while ((n = read(fd, text, sizeof text)) == -1 && errno == EINTR)
+        ;
     close(fd);
+    json_t *obj = n > 0 && n < (ssize_t)sizeof text ? json_loadb(text, (size_t)n, 0, NULL) : NULL;
     if (obj == NULL)
         return -1;
 
-    int exit_code, sig, timed_out, cancelled, pgid;
-    json_int_t start_ms, end_ms;
+    int exit_code, sig, timed_out, cancelled, pgid, output_error = 0;
+    json_int_t start_ms, end_ms, cut_out = -1, cut_err = -1;
     const char *exec_error;
-    int rc = json_unpack(obj, "{s:i, s:i, s:b, s:b, s:s, s:I, s:I, s:i}", "exit_code",
-                         &exit_code, "signal", &sig, "timed_out", &timed_out, "cancelled",
-                         &cancelled, "exec_error", &exec_error, "start_ms", &start_ms, "end_ms",
-                         &end_ms, "pgid", &pgid);
+    /* The output fields are optional: a supervisor of an older drover may still be running. */
+    int rc = json_unpack(obj, "{s:i, s:i, s:b, s:b, s:s, s:I, s:I, s:i, s?:I, s?:I, s?:i}",
+                         "exit_code", &exit_code, "signal", &sig, "timed_out", &timed_out,
+                         "cancelled", &cancelled, "exec_error", &exec_error, "start_ms",
+                         &start_ms, "end_ms", &end_ms, "pgid", &pgid, "stdout_truncated_at",
+                         &cut_out, "stderr_truncated_at", &cut_err, "output_errno",
+                         &output_error);
     if (rc == 0) {
         memset(status, 0, sizeof *status);
         status->exit_code = exit_code;
@@ -192,6 +217,9 @@ static int exec_status_read(const char *run_dir, struct exec_status *status)
         status->start_ms = start_ms;
         status->end_ms = end_ms;
         status->pgid = pgid;
+        status->truncated_at[0] = cut_out;
+        status->truncated_at[1] = cut_err;
+        status->output_error = output_error;
     }
     json_decref(obj);
     return rc == 0 ? 0 : -1;
@@ -291,6 +319,14 @@ static bool exec_before_boot(const struct timespec *mtime)
     clock_gettime(CLOCK_BOOTTIME, &up);
     /* A second of slack: the two clocks were read one after the other. */
     return mtime->tv_sec + 1 < now.tv_sec - up.tv_sec;
+}
+
+uint64_t exec_disk_reserve(uint64_t total)
+{
+    const uint64_t most = 8ULL << 20, block = 4096;
+    uint64_t reserve = total / 16 < most ? total / 16 : most;
+    reserve -= reserve % block;
+    return reserve > block ? reserve : block;
 }
 
 void exec_kill_orphans(const char *run_dir)

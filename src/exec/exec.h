@@ -3,12 +3,15 @@
  * Each attempt has a run directory ($DROVER_HOME/runs/<task>/<attempt>/) holding:
  *   lock    flock()ed by the supervisor for its whole life: "is it alive?" without pids
  *   pid     "<supervisor pid> <task pgid>\n", written by the supervisor (pgid 0 until forked)
- *   stdout, stderr   the task's output
- *   status  JSON, written atomically (tmp + fsync + rename) by the supervisor before it exits
+ *   stdout, stderr   the task's output, relayed by the supervisor from pipes (exec/relay.c)
+ *   status.tmp       space for the status, reserved when the supervisor starts
+ *   status  JSON, written into status.tmp, fsync'ed and renamed into place before the supervisor
+ *           exits: the only file exec_probe reads a status from
  *
  * The supervisor is a fork of the caller (the daemon) that runs no daemon code: it closes every
  * inherited descriptor but the lock, starts its own session, forks the task into a new session
- * and process group (argv exec'd directly, PATH searched with the task's environment), enforces
+ * and process group (argv exec'd directly, PATH searched with the task's environment, its stdout
+ * and stderr pipes that the supervisor drains into the logs), enforces
  * the time limit (SIGTERM to the group, SIGKILL after the grace period, grandchildren included),
  * forwards a cancel (SIGTERM to the supervisor) the same way, writes the status and exits.
  * The daemon is not its only witness: when the daemon dies, the supervisor and task run on, and
@@ -30,10 +33,16 @@ struct exec_spec {
     const char *run_dir;      /* created by exec_start if missing (parents included) */
     int64_t timeout_ms;       /* 0 = none */
     int64_t grace_ms;         /* SIGTERM -> SIGKILL delay; 0 = 10 s */
+    bool set_umask;           /* the task gets task_umask (else the supervisor's) */
+    mode_t task_umask;
+    uint64_t task_nofile;     /* the task's soft RLIMIT_NOFILE (the daemon raises its own to
+                               * serve many clients; tasks get the user's); 0 = the supervisor's */
 };
 
 /* Starts the supervisor. On success returns 0 and its pid (a child of the caller, to reap with
- * waitpid). On failure returns -1 with a malloc'd reason in *err (the caller frees it). */
+ * waitpid). On failure returns -1 with a malloc'd reason in *err (the caller frees it) and errno
+ * set: ENOSPC or EDQUOT when the run directory's file system is full (nothing of the attempt
+ * ran; exec_probe reads it as never started). */
 int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err);
 
 struct exec_status {
@@ -44,11 +53,14 @@ struct exec_status {
     char exec_error[256];     /* non-empty: the command could not be executed, and why */
     int64_t start_ms, end_ms; /* wall clock, ms since the epoch */
     pid_t pgid;               /* the task's process group */
+    int64_t truncated_at[2];  /* stdout, stderr: the size at which the log stopped (a write to
+                               * it failed and the rest was dropped), or -1: complete */
+    int output_error;         /* the errno of that failed write (ENOSPC: disk full), or 0 */
 };
 
 enum exec_probe {
     EXEC_RUNNING,     /* the supervisor holds its lock */
-    EXEC_DONE,        /* the status file is there: *status is filled */
+    EXEC_DONE,        /* the status file is there: *status is filled (never from status.tmp) */
     EXEC_NOT_STARTED, /* no supervisor ever ran here (the daemon died before or during spawn) */
     EXEC_LOST,        /* a supervisor ran and vanished without a status (kill -9) */
 };
@@ -80,6 +92,13 @@ bool exec_zygote_running(void);
 void exec_zygote_stop(void);
 /* `drover __zygote`. Never returns. */
 int exec_zygote_main(void) __attribute__((noreturn));
+
+/* The room drover keeps for itself on a file system of `total` bytes: min(8 MiB, total / 16).
+ * The daemon's ballast is that size (daemon/disk.c); below half of it free, the file system is
+ * full to drover — the daemon refuses new work and supervisors stop growing logs (relay.c), so
+ * that what room is left, and the ballast the daemon gives back, goes to the records of
+ * attempts that end rather than to their output. */
+uint64_t exec_disk_reserve(uint64_t total);
 
 /* After EXEC_LOST: kills whatever is left of the task's process group (SIGKILL). */
 void exec_kill_orphans(const char *run_dir);

@@ -37,11 +37,13 @@ static json_t *spawn_strv_json(char *const *v)
  * carry what is not UTF-8 through. */
 char *exec_spec_encode(const struct exec_spec *spec)
 {
-    json_t *o = json_pack("{s:I,s:i,s:o,s:o,s:s?,s:s,s:I,s:I}", "task_id",
+    json_t *o = json_pack("{s:I,s:i,s:o,s:o,s:s?,s:s,s:I,s:I,s:i,s:I}", "task_id",
                           (json_int_t)spec->task_id, "attempt", spec->attempt, "argv",
                           spawn_strv_json(spec->argv), "env", spawn_strv_json(spec->env),
                           "workdir", spec->workdir, "run_dir", spec->run_dir, "timeout_ms",
-                          (json_int_t)spec->timeout_ms, "grace_ms", (json_int_t)spec->grace_ms);
+                          (json_int_t)spec->timeout_ms, "grace_ms", (json_int_t)spec->grace_ms,
+                          "umask", spec->set_umask ? (int)spec->task_umask : -1, "nofile",
+                          (json_int_t)spec->task_nofile);
     if (o == NULL)
         fatalx("spawn_encode: json_pack failed");
     char *text = json_dumps(o, JSON_COMPACT);
@@ -150,6 +152,7 @@ static json_t *spawn_read_spec(void)
 void exec_spec_decode(json_t *o, struct exec_spec *spec)
 {
     json_t *workdir = json_object_get(o, "workdir"), *run_dir = json_object_get(o, "run_dir");
+    json_int_t mask = json_integer_value(json_object_get(o, "umask"));
     *spec = (struct exec_spec){
         .task_id = json_integer_value(json_object_get(o, "task_id")),
         .attempt = (int)json_integer_value(json_object_get(o, "attempt")),
@@ -159,6 +162,9 @@ void exec_spec_decode(json_t *o, struct exec_spec *spec)
         .run_dir = xstrdup(json_is_string(run_dir) ? json_string_value(run_dir) : "."),
         .timeout_ms = json_integer_value(json_object_get(o, "timeout_ms")),
         .grace_ms = json_integer_value(json_object_get(o, "grace_ms")),
+        .set_umask = mask >= 0 && json_is_integer(json_object_get(o, "umask")),
+        .task_umask = (mode_t)(mask & 0777),
+        .task_nofile = (uint64_t)json_integer_value(json_object_get(o, "nofile")),
     };
 }
 

@@ -1,9 +1,10 @@
 /* supervisor.c — the supervisor: `drover __supervise`, spawned by exec_start (spawn.c), and the
  * task's parent.
  *
- * It runs no daemon code. Its first acts are to reset every signal, leave the daemon's session and
- * close every descriptor it inherited but three; then it forks the task, waits for it under the
- * time limit and the cancel signal, writes the status and leaves, with _exit only.
+ * It runs no daemon code. Its first acts are to reset every signal, leave the daemon's session,
+ * close every descriptor it inherited but three and reserve the space of its status; then it forks
+ * the task, relays its output (relay.c) and waits for it under the time limit and the cancel
+ * signal, writes the status into the reserved space and leaves, with _exit only.
  */
 #include "exec/exec-internal.h"
 #include "util/xalloc.h"
@@ -12,9 +13,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,6 +59,9 @@ struct supervisor {
     pid_t task; /* the task's pid, which is its pgid too; 0 if it never ran */
     enum supervisor_phase phase;
     int64_t deadline_ms; /* CLOCK_MONOTONIC; -1 for none */
+    int status_fd;       /* status.tmp, reserved at start; -1 once written */
+    int signal_fd;       /* SIGCHLD, SIGTERM, SIGINT */
+    struct relay relay;  /* the task's output */
     struct exec_status status;
 };
 
@@ -176,6 +183,62 @@ static int supervisor_write_pid(pid_t task)
     return error;
 }
 
+/* Reserves the status's space: status.tmp, EXEC_STATUS_RESERVE bytes of whitespace (written, not
+ * fallocate()d: an overwrite of written blocks needs no allocation, while an fallocate()d extent
+ * must still be converted when written). Returns 0 or an errno. */
+static int supervisor_reserve_status(struct supervisor *sup)
+{
+    char pad[EXEC_STATUS_RESERVE];
+
+    memset(pad, ' ', sizeof pad);
+    pad[sizeof pad - 1] = '\n';
+    sup->status_fd = openat(SUPERVISOR_DIR_FD, "status.tmp",
+                            O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
+    if (sup->status_fd == -1)
+        return errno;
+    if (pwrite(sup->status_fd, pad, sizeof pad, 0) != (ssize_t)sizeof pad) {
+        int error = errno ? errno : ENOSPC;
+        close(sup->status_fd);
+        sup->status_fd = -1;
+        return error;
+    }
+    return 0;
+}
+
+/* Writes text into the reserved status.tmp, makes it durable and renames it to status. Returns 0
+ * or an errno. */
+static int supervisor_fill_status(struct supervisor *sup, const char *text, size_t len)
+{
+    if (pwrite(sup->status_fd, text, len, 0) != (ssize_t)len)
+        return errno ? errno : EIO;
+    /* Were the truncation to fail, the rest is whitespace, which a JSON reader skips. */
+    if (ftruncate(sup->status_fd, (off_t)len) == -1) {
+        /* harmless: see above */
+    }
+    if (fsync(sup->status_fd) == -1)
+        return errno;
+    close(sup->status_fd);
+    sup->status_fd = -1;
+    if (renameat(SUPERVISOR_DIR_FD, "status.tmp", SUPERVISOR_DIR_FD, "status") == -1)
+        return errno;
+    return fsync(SUPERVISOR_DIR_FD) == -1 ? errno : 0;
+}
+
+/* The status, into its reserved space. Should even that fail (a file system that allocates on
+ * overwrite, like btrfs), the supervisor keeps the status and tries again every second, holding
+ * its lock: the attempt reads as running, never as lost, until the status is on disk. */
+static void supervisor_write_status(struct supervisor *sup)
+{
+    char *text = exec_status_encode(&sup->status);
+    size_t len = strlen(text);
+    struct timespec second = {1, 0};
+
+    while ((sup->status_fd != -1 ? supervisor_fill_status(sup, text, len)
+                                 : supervisor_write_file("status", text, len, true)) != 0)
+        nanosleep(&second, NULL);
+    free(text);
+}
+
 /* Opens path (relative to dir) as descriptor target. */
 static int supervisor_redirect(int dir, const char *path, int flags, int target)
 {
@@ -188,27 +251,30 @@ static int supervisor_redirect(int dir, const char *path, int flags, int target)
     return rc == -1 ? -1 : 0;
 }
 
-/* The task child: its own session and group, its files, its directory, a clean signal state, its
- * environment, then exec. Anything failing goes down report_fd as a supervisor_failure. */
-static void __attribute__((noreturn)) supervisor_task(const struct exec_spec *spec, int report_fd)
+/* The task child: its own session and group, its output pipes, its directory, a clean signal
+ * state, its umask and environment, then exec. Anything failing goes down report_fd as a
+ * supervisor_failure. */
+static void __attribute__((noreturn)) supervisor_task(const struct exec_spec *spec,
+                                                      const struct relay *relay, int report_fd)
 {
     static char *const no_env[] = {NULL};
     struct supervisor_failure failure = {STAGE_SETSID, 0};
     sigset_t none;
     ssize_t written;
+    int out, err;
 
     if (setsid() == -1)
         goto fail;
     failure.stage = STAGE_STDIN;
     if (supervisor_redirect(AT_FDCWD, "/dev/null", O_RDONLY, STDIN_FILENO) == -1)
         goto fail;
+    /* The pipes' ends are close-on-exec; their copies at 1 and 2 are not. */
+    relay_task_fds(relay, &out, &err);
     failure.stage = STAGE_STDOUT;
-    if (supervisor_redirect(SUPERVISOR_DIR_FD, "stdout", O_WRONLY | O_CREAT | O_APPEND,
-                            STDOUT_FILENO) == -1)
+    if (dup2(out, STDOUT_FILENO) == -1)
         goto fail;
     failure.stage = STAGE_STDERR;
-    if (supervisor_redirect(SUPERVISOR_DIR_FD, "stderr", O_WRONLY | O_CREAT | O_APPEND,
-                            STDERR_FILENO) == -1)
+    if (dup2(err, STDERR_FILENO) == -1)
         goto fail;
     failure.stage = STAGE_CHDIR;
     if (chdir(spec->workdir != NULL ? spec->workdir : "/") == -1)
@@ -216,6 +282,16 @@ static void __attribute__((noreturn)) supervisor_task(const struct exec_spec *sp
     /* Dispositions are already the defaults (supervisor_run reset them); the mask is not. */
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    if (spec->set_umask)
+        umask(spec->task_umask);
+    struct rlimit files;
+    if (spec->task_nofile > 0 && getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+        files.rlim_cur != (rlim_t)spec->task_nofile) {
+        files.rlim_cur = (rlim_t)spec->task_nofile;
+        if (files.rlim_max != RLIM_INFINITY && files.rlim_cur > files.rlim_max)
+            files.rlim_cur = files.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &files);
+    }
     /* execvpe() searches the PATH of environ, not the one in the envp it is given: make the task's
      * environment ours, so that the search uses the task's PATH. */
     environ = spec->env != NULL ? (char **)spec->env : (char **)no_env;
@@ -289,8 +365,9 @@ static void supervisor_spawn(struct supervisor *sup)
      * environ (ours too, which we no longer use) and leaves by exec or _exit. */
     pid_t pid = vfork();
     if (pid == 0)
-        supervisor_task(sup->spec, report[1]);
+        supervisor_task(sup->spec, &sup->relay, report[1]);
     close(report[1]);
+    relay_started(&sup->relay);
     if (pid == -1) {
         snprintf(sup->status.exec_error, sizeof sup->status.exec_error, "fork: %s",
                  strerror(errno));
@@ -342,33 +419,51 @@ static void supervisor_deadline(struct supervisor *sup, int64_t now)
     sup->deadline_ms = -1;
 }
 
-/* Waits for the task's main process, meeting the deadlines and SIGTERM/SIGINT (a cancel) on the
- * way; all three signals are blocked, so they wait for sigtimedwait. */
+/* The signals the supervisor waits for (through its signalfd), blocked for its whole life.
+ * SIGXFSZ too: a log over RLIMIT_FSIZE is a failed write (EFBIG), not the supervisor's death. */
+static void supervisor_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGCHLD);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGXFSZ);
+}
+
+/* Reads what the signalfd holds: a cancel (SIGTERM, SIGINT) starts the termination. SIGCHLD needs
+ * nothing here: the loop calls waitpid after every wake. */
+static void supervisor_read_signals(struct supervisor *sup, int64_t now)
+{
+    struct signalfd_siginfo si;
+
+    while (read(sup->signal_fd, &si, sizeof si) == (ssize_t)sizeof si)
+        if ((si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) && sup->phase == PHASE_RUNNING)
+            supervisor_terminate(sup, &sup->status.cancelled, now);
+}
+
+/* Waits for the task's main process, relaying its output and meeting the deadlines and
+ * SIGTERM/SIGINT (a cancel) on the way: one poll on the two pipes and the signalfd. */
 static void supervisor_wait(struct supervisor *sup)
 {
-    sigset_t waited;
     int wstatus;
 
-    sigemptyset(&waited);
-    sigaddset(&waited, SIGCHLD);
-    sigaddset(&waited, SIGTERM);
-    sigaddset(&waited, SIGINT);
     while (supervisor_waitpid(sup->task, &wstatus, WNOHANG) == 0) {
         int64_t now = supervisor_clock_ms(CLOCK_MONOTONIC);
         if (sup->deadline_ms >= 0 && now >= sup->deadline_ms) {
             supervisor_deadline(sup, now);
             continue;
         }
-        int sig;
-        if (sup->deadline_ms < 0) {
-            sig = sigwaitinfo(&waited, NULL);
-        } else {
-            int64_t left = sup->deadline_ms - now;
-            struct timespec ts = {.tv_sec = left / 1000, .tv_nsec = (left % 1000) * 1000000};
-            sig = sigtimedwait(&waited, NULL, &ts);
-        }
-        if ((sig == SIGTERM || sig == SIGINT) && sup->phase == PHASE_RUNNING)
-            supervisor_terminate(sup, &sup->status.cancelled, now);
+        struct pollfd fds[3];
+        relay_poll_fds(&sup->relay, fds);
+        fds[2] = (struct pollfd){.fd = sup->signal_fd, .events = POLLIN};
+        int64_t left = sup->deadline_ms < 0 ? -1 : sup->deadline_ms - now;
+        if (poll(fds, 3, left > INT32_MAX ? INT32_MAX : (int)left) == -1 && errno != EINTR)
+            fatalx("supervisor: poll: %s", strerror(errno));
+        for (int i = 0; i < 2; i++)
+            if (fds[i].revents != 0)
+                relay_pump(&sup->relay, i);
+        if (fds[2].revents != 0)
+            supervisor_read_signals(sup, now);
     }
     /* What we stopped goes entirely, grandchildren included; a task that ended by itself may
      * leave what it chose to leave. */
@@ -381,18 +476,44 @@ static void supervisor_wait(struct supervisor *sup)
     }
 }
 
+/* Pipes and signals for the task; on failure the status says why and no task runs. */
+static int supervisor_prepare(struct supervisor *sup)
+{
+    sigset_t waited;
+    int error;
+
+    supervisor_signals(&waited);
+    sup->signal_fd = signalfd(-1, &waited, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sup->signal_fd == -1) {
+        snprintf(sup->status.exec_error, sizeof sup->status.exec_error, "signalfd: %s",
+                 strerror(errno));
+        return -1;
+    }
+    if ((error = relay_open(&sup->relay, SUPERVISOR_DIR_FD)) != 0) {
+        snprintf(sup->status.exec_error, sizeof sup->status.exec_error, "pipe: %s",
+                 strerror(error));
+        return -1;
+    }
+    return 0;
+}
+
 void supervisor_run(const struct exec_spec *spec, int lock_fd, int dir_fd, int ready_fd)
 {
-    struct supervisor sup = {.spec = spec, .deadline_ms = -1, .status.exit_code = -1};
+    struct supervisor sup = {.spec = spec, .deadline_ms = -1, .status_fd = -1, .signal_fd = -1,
+                             .status.exit_code = -1};
     sigset_t waited;
     ssize_t written;
 
+    relay_init(&sup.relay);
     /* Entered with every signal blocked (exec_start saw to it), so no handler of the daemon's can
      * run here before this reset. */
     supervisor_reset_signals();
     if (setsid() == -1 || supervisor_setup_fds(lock_fd, dir_fd, ready_fd) == -1)
         _exit(127); /* exec_start sees the ready pipe close without a word */
+    /* Before the word: an attempt that starts has the room for its end (or never starts). */
     int error = supervisor_write_pid(0);
+    if (error == 0)
+        error = supervisor_reserve_status(&sup);
     written = write(SUPERVISOR_READY_FD, &error, sizeof error);
     (void)written;
     close(SUPERVISOR_READY_FD);
@@ -408,18 +529,16 @@ void supervisor_run(const struct exec_spec *spec, int lock_fd, int dir_fd, int r
     while (sigtimedwait(&pipe_only, NULL, &no_wait) == SIGPIPE)
         ;
 
-    sigemptyset(&waited);
-    sigaddset(&waited, SIGCHLD);
-    sigaddset(&waited, SIGTERM);
-    sigaddset(&waited, SIGINT);
+    supervisor_signals(&waited);
     sigprocmask(SIG_SETMASK, &waited, NULL);
-    supervisor_spawn(&sup);
+    if (supervisor_prepare(&sup) == 0)
+        supervisor_spawn(&sup);
     if (sup.task > 0)
         supervisor_wait(&sup);
+    const int not_for_drainer[] = {SUPERVISOR_LOCK_FD, sup.status_fd, sup.signal_fd};
+    relay_finish(&sup.relay, not_for_drainer, 3);
+    relay_result(&sup.relay, &sup.status);
     sup.status.end_ms = supervisor_clock_ms(CLOCK_REALTIME);
-
-    char *text = exec_status_encode(&sup.status);
-    error = supervisor_write_file("status", text, strlen(text), true);
-    free(text);
-    _exit(error == 0 ? 0 : 1);
+    supervisor_write_status(&sup);
+    _exit(0);
 }

@@ -2,18 +2,17 @@
  * extra check), the walk that checks a document against it, and the checks that span keys: a
  * pipeline's stages and what depends on kind. An unknown key or choice names the nearest valid
  * one (Levenshtein). The sweep's own checks are exp/sweep.c's. */
+#include "exp/request.h"
 #include "exp/template-internal.h"
 #include "util/parse.h"
 #include "util/xalloc.h"
 
-#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_MAX_STAGES 1000 /* the stage checks are quadratic */
-#define SCHEMA_MAX_NAME 64
+#define SCHEMA_MAX_STAGES 1000
 
 enum schema_type {
     TYPE_STRING, TYPE_COUNT, TYPE_POSITIVE, TYPE_NUMBER, TYPE_BOOL, TYPE_SIZE, TYPE_DURATION,
@@ -237,16 +236,6 @@ static bool schema_is_scalar(const json_t *v)
     return !json_is_object(v) && !json_is_array(v);
 }
 
-static bool schema_is_env_name(const char *s)
-{
-    if (!isalpha((unsigned char)*s) && *s != '_')
-        return false;
-    for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && *s != '_')
-            return false;
-    return true;
-}
-
 /* --- the schema walk --- */
 
 static int schema_check_value(struct template *t, const struct schema_key *key,
@@ -353,7 +342,7 @@ static int schema_check_env(struct template *t, const json_t *v, const char *pat
         return template_expected(t, path, "a mapping of NAME: value", v);
     json_object_foreach((json_t *)v, name, value) {
         char *child = template_join(path, name);
-        if (!schema_is_env_name(name))
+        if (!exp_env_name_valid(name))
             template_fail(t, child, AT_KEY | NAMES_PATH,
                           "%s: '%s' is not a variable name (letters, digits and '_')", path,
                           name);
@@ -524,19 +513,13 @@ static int schema_check_api(struct template *t, const json_t *v, const char *pat
     return template_expected(t, path, "\"…/v1\" such as \"drover/v1\"", v);
 }
 
-static bool schema_is_name(const char *s)
-{
-    size_t len = strlen(s);
-    return len > 0 && len <= SCHEMA_MAX_NAME &&
-           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == len;
-}
-
+/* The rule the daemon applies to an exp_run request too (exp/request.c). */
 static int schema_check_name(struct template *t, const json_t *v, const char *path)
 {
-    if (schema_is_name(json_string_value(v)))
+    if (exp_name_valid(json_string_value(v)))
         return 0;
-    return template_expected(t, path, "a name of letters, digits, '.', '_' and '-' (at most 64)",
-                             v);
+    return template_expected(t, path, "a name of letters, digits, '.', '_' and '-' (at most 64;"
+                             " not . or ..)", v);
 }
 
 static int schema_check_factor(struct template *t, const json_t *v, const char *path)
@@ -546,34 +529,44 @@ static int schema_check_factor(struct template *t, const json_t *v, const char *
 
 /* --- pipelines --- */
 
-static long schema_stage_index(const json_t *stages, const char *name)
+/* The stages' names -> their indices (the names were checked to be strings). New reference. */
+static json_t *schema_stage_index(const json_t *stages)
 {
+    json_t *index = json_object();
     size_t i;
     const json_t *stage;
-    json_array_foreach(stages, i, stage)
-        if (strcmp(json_string_value(json_object_get(stage, "name")), name) == 0)
-            return (long)i;
-    return -1;
+    json_array_foreach(stages, i, stage) {
+        const char *name = json_string_value(json_object_get(stage, "name"));
+        if (json_object_get(index, name) == NULL)
+            json_object_set_new(index, name, json_integer((json_int_t)i));
+    }
+    return index;
+}
+
+static long schema_stage_find(const json_t *index, const char *name)
+{
+    const json_t *i = json_object_get(index, name);
+    return i ? (long)json_integer_value(i) : -1;
 }
 
 /* Depth-first along needs; state: 0 unseen, 1 on the trail, 2 done. On a cycle, returns 1 with
  * the cycle as trail[*from .. *to]. */
-static int schema_visit(const json_t *stages, size_t i, unsigned char *state, size_t *trail,
-                        size_t depth, size_t *from, size_t *to)
+static int schema_visit(const json_t *stages, const json_t *index, size_t i, unsigned char *state,
+                        size_t *trail, size_t depth, size_t *from, size_t *to)
 {
     size_t k;
     const json_t *need;
     state[i] = 1;
     trail[depth] = i;
     json_array_foreach(json_object_get(json_array_get(stages, i), "needs"), k, need) {
-        size_t j = (size_t)schema_stage_index(stages, json_string_value(need));
+        size_t j = (size_t)schema_stage_find(index, json_string_value(need));
         if (state[j] == 1) {
             for (*from = 0; trail[*from] != j; (*from)++)
                 ;
             *to = depth;
             return 1;
         }
-        if (state[j] == 0 && schema_visit(stages, j, state, trail, depth + 1, from, to))
+        if (state[j] == 0 && schema_visit(stages, index, j, state, trail, depth + 1, from, to))
             return 1;
     }
     state[i] = 2;
@@ -586,13 +579,14 @@ static const char *schema_stage_name(const json_t *stages, size_t i)
 }
 
 /* "cycle in needs: a -> b -> a", at the stage where the cycle was entered. */
-static int schema_check_cycles(struct template *t, const json_t *stages, const char *path)
+static int schema_check_cycles(struct template *t, const json_t *stages, const json_t *index,
+                               const char *path)
 {
     size_t n = json_array_size(stages), from = 0, to = 0;
     unsigned char *state = xcalloc(n, 1);
     size_t *trail = xcalloc(n, sizeof *trail);
     for (size_t i = 0; i < n; i++) {
-        if (state[i] != 0 || !schema_visit(stages, i, state, trail, 0, &from, &to))
+        if (state[i] != 0 || !schema_visit(stages, index, i, state, trail, 0, &from, &to))
             continue;
         char *cycle, *stage_path = template_index(path, trail[from]);
         size_t len;
@@ -611,39 +605,64 @@ static int schema_check_cycles(struct template *t, const json_t *stages, const c
     return t->err ? -1 : 0;
 }
 
+/* One stage's needs: each an existing stage, each once (the daemon refuses a request whose
+ * needs repeat a task too, exp/request.c). seen[j] == i + 1: stage i already needs stage j. */
+static int schema_check_needs(struct template *t, const json_t *stages, const json_t *index,
+                              size_t i, const char *stage_path, size_t *seen)
+{
+    size_t k;
+    const json_t *need;
+    json_array_foreach(json_object_get(json_array_get(stages, i), "needs"), k, need) {
+        const char *name = json_string_value(need);
+        long j = schema_stage_find(index, name);
+        if (j >= 0 && seen[j] != i + 1) {
+            seen[j] = i + 1;
+            continue;
+        }
+        const char *best = NULL;
+        size_t best_distance = SIZE_MAX, m;
+        json_t *other;
+        if (j < 0)
+            json_array_foreach(stages, m, other)
+                schema_consider(name, schema_stage_name(stages, m), &best, &best_distance);
+        char *needs_path = template_join(stage_path, "needs");
+        char *need_path = template_index(needs_path, k);
+        char *hint = best ? xasprintf("; did you mean '%s'?", best) : xstrdup("");
+        if (j < 0)
+            template_fail(t, need_path, 0, "needs unknown stage '%s'%s", name, hint);
+        else
+            template_fail(t, need_path, 0, "needs '%s' more than once", name);
+        free(hint);
+        free(need_path);
+        free(needs_path);
+        return -1;
+    }
+    return 0;
+}
+
 static int schema_check_stages(struct template *t, const json_t *stages, const char *path)
 {
-    size_t i, k;
-    const json_t *stage, *need;
+    size_t i, n = json_array_size(stages);
+    const json_t *stage;
+    json_t *index = schema_stage_index(stages);
+    size_t *seen = xcalloc(n, sizeof *seen);
     json_array_foreach(stages, i, stage) {
         const char *name = schema_stage_name(stages, i);
         char *child = template_index(path, i), *name_path = template_join(child, "name");
-        if ((size_t)schema_stage_index(stages, name) != i)
+        if ((size_t)schema_stage_find(index, name) != i)
             template_fail(t, name_path, 0, "duplicate stage name '%s'", name);
-        json_array_foreach(json_object_get(stage, "needs"), k, need) {
-            if (t->err != NULL || schema_stage_index(stages, json_string_value(need)) >= 0)
-                continue;
-            const char *best = NULL;
-            size_t best_distance = SIZE_MAX, j;
-            json_t *other;
-            json_array_foreach(stages, j, other)
-                schema_consider(json_string_value(need), schema_stage_name(stages, j), &best,
-                                &best_distance);
-            char *needs_path = template_join(child, "needs");
-            char *need_path = template_index(needs_path, k);
-            char *hint = best ? xasprintf("; did you mean '%s'?", best) : xstrdup("");
-            template_fail(t, need_path, 0, "needs unknown stage '%s'%s", json_string_value(need),
-                          hint);
-            free(hint);
-            free(need_path);
-            free(needs_path);
-        }
+        else
+            schema_check_needs(t, stages, index, i, child, seen);
         free(name_path);
         free(child);
         if (t->err != NULL)
-            return -1;
+            break;
     }
-    return schema_check_cycles(t, stages, path);
+    if (t->err == NULL)
+        schema_check_cycles(t, stages, index, path);
+    free(seen);
+    json_decref(index);
+    return t->err ? -1 : 0;
 }
 
 /* What depends on kind: an Experiment has a command and no stages; a Pipeline has stages, and

@@ -110,7 +110,7 @@ static int sweep_check_parameter(struct template *t, const char *name, const jso
 }
 
 /* The grid's size (random: max_trials; no sweep (NULL): 1), and in *ntrials how many trials a
- * load creates (SIZE_MAX: more than TEMPLATE_MAX_TASKS). */
+ * load creates (SIZE_MAX: more than LIMIT_TEMPLATE_TASKS). */
 double sweep_space(const json_t *sweep, size_t *ntrials)
 {
     const json_t *max_trials = sweep ? json_object_get(sweep, "max_trials") : NULL;
@@ -126,7 +126,7 @@ double sweep_space(const json_t *sweep, size_t *ntrials)
     double trials = space;
     if (max_trials != NULL && (double)json_integer_value(max_trials) < trials)
         trials = (double)json_integer_value(max_trials);
-    *ntrials = trials > TEMPLATE_MAX_TASKS ? SIZE_MAX : (size_t)trials;
+    *ntrials = trials > LIMIT_TEMPLATE_TASKS ? SIZE_MAX : (size_t)trials;
     return space;
 }
 
@@ -152,8 +152,9 @@ int sweep_check(struct template *t, const json_t *sweep, const char *path)
     size_t ntrials;
     double space = sweep_space(sweep, &ntrials);
     if (ntrials == SIZE_MAX)
-        return template_fail(t, path, NAMES_PATH, "%s: %.0f trials, more than %d%s", path, space,
-                             TEMPLATE_MAX_TASKS, random ? "" : " (set max_trials)");
+        return template_fail(t, path, NAMES_PATH,
+                             "%s: %.0f trials, more than LIMIT_TEMPLATE_TASKS (%d)%s", path, space,
+                             LIMIT_TEMPLATE_TASKS, random ? "" : "; set max_trials");
     return 0;
 }
 

@@ -6,14 +6,13 @@
 #define DROVER_EXP_TEMPLATE_INTERNAL_H
 
 #include "exp/template.h"
+#include "util/limits.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-
-#define TEMPLATE_MAX_TASKS 100000 /* trials one load or exp_trials call may create */
 
 /* One load or expansion: where errors point, and the first error. */
 struct template {
@@ -24,6 +23,13 @@ struct template {
     json_t *overlay;    /* path -> location of the sweep value a trial put there */
     const json_t *spec; /* the spec being checked, for sweep paths */
     char *err;
+    /* ${…} (exp/expand.c): what this load or call has substituted so far, against
+     * LIMIT_TEMPLATE_EXPANDED */
+    size_t expanded;    /* bytes of every substituted string of the spec (all trials) */
+    size_t held;        /* bytes of the strings of mappings being rendered into a ${…} */
+    json_t *memo;       /* node -> [text, height]: each node of a trial substituted once */
+    json_t *scripts;    /* path -> true: the script argument of a `sh -c` command */
+    json_t *warnings;   /* the load's warnings, one line each; NULL: not collected */
 };
 
 /* template_fail's flags */
@@ -83,7 +89,7 @@ int schema_check_kind(struct template *t, enum exp_kind kind, const json_t *spec
 int sweep_check(struct template *t, const json_t *sweep, const char *path);
 bool sweep_is_random(const json_t *sweep);
 /* The grid's size (random: max_trials; no sweep (NULL): 1), and in *ntrials how many trials a
- * load creates (SIZE_MAX: more than TEMPLATE_MAX_TASKS). */
+ * load creates (SIZE_MAX: more than LIMIT_TEMPLATE_TASKS). */
 double sweep_space(const json_t *sweep, size_t *ntrials);
 /* Trial `trial`'s values, {path: value}; origins gets path -> the document path of each value's
  * source. New reference. */

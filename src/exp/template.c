@@ -8,6 +8,7 @@
  * put in place to where the sweep's value was written. A stored spec has no file: its errors
  * begin with the experiment's name instead. */
 #include "exp/template-internal.h"
+#include "util/parse.h"
 #include "util/xalloc.h"
 
 #include <limits.h>
@@ -256,9 +257,15 @@ static int template_apply_sets(struct template *t, json_t *root, char *const *se
     } else if (!json_is_object(spec)) {
         return template_expected(t, "spec", "a mapping", spec);
     }
-    for (size_t i = 0; i < nsets; i++)
+    for (size_t i = 0; i < nsets; i++) {
+        size_t bad = utf8_check(sets[i]); /* not shown: the line would not be UTF-8 either */
+        if (bad > 0) {
+            t->err = xasprintf("--set #%zu: not valid UTF-8 (byte %zu)", i + 1, bad);
+            return -1;
+        }
         if (template_apply_set(t, spec, sets[i]) < 0)
             return -1;
+    }
     return 0;
 }
 
@@ -286,6 +293,7 @@ void exp_def_free(struct exp_def *def)
     free(def->tasks);
     free(def->name);
     json_decref(def->spec);
+    json_decref(def->warnings);
     free(def);
 }
 
@@ -294,6 +302,9 @@ static void template_free(struct template *t)
     json_decref(t->where);
     json_decref(t->where_keys);
     json_decref(t->overlay);
+    json_decref(t->memo);
+    json_decref(t->scripts);
+    json_decref(t->warnings);
 }
 
 /* Trials the def creates: a grid's first max_trials configurations, or max_trials draws. */
@@ -314,7 +325,7 @@ int exp_load(const char *path, char *const *sets, size_t nsets, unsigned seed,
              struct exp_def **out, char **err)
 {
     struct template t = {.file = path, .where = json_object(), .where_keys = json_object(),
-                         .overlay = json_object()};
+                         .overlay = json_object(), .warnings = json_array()};
     struct exp_def *def = NULL;
     json_t *root = NULL;
     *out = NULL;
@@ -351,6 +362,8 @@ int exp_load(const char *path, char *const *sets, size_t nsets, unsigned seed,
         goto fail;
     }
     json_decref(root);
+    def->warnings = t.warnings;
+    t.warnings = NULL;
     template_free(&t);
     *out = def;
     return 0;
@@ -387,17 +400,20 @@ int exp_trials(const json_t *spec, const char *name, size_t first, size_t n, uns
                       first + n - 1, space);
         goto fail;
     }
-    if (n > TEMPLATE_MAX_TASKS || first > INT_MAX - n) {
-        template_fail(&t, "", 0, "trials %zu to %zu: too many", first, first + n - 1);
+    if (n > LIMIT_TEMPLATE_TASKS || first > INT_MAX - n) {
+        template_fail(&t, "", 0, "trials %zu to %zu: more than LIMIT_TEMPLATE_TASKS (%d)", first,
+                      first + n - 1, LIMIT_TEMPLATE_TASKS);
         goto fail;
     }
     if (n == 0)
         return 0;
     if (expand_trials(&t, spec, t.name, first, n, seed, out) < 0)
         goto fail;
+    template_free(&t);
     *nout = n;
     return 0;
 fail:
+    template_free(&t);
     *err = t.err;
     return -1;
 }
@@ -427,8 +443,20 @@ int exp_trial_from(const json_t *spec, const char *name, int trial, const json_t
     }
     if (expand_trial(&t, spec, t.name, trial, params, NULL, out) < 0)
         goto fail;
+    template_free(&t);
     return 0;
 fail:
+    template_free(&t);
     *err = t.err;
     return -1;
+}
+
+int exp_spec_check(const json_t *spec, const char *name, enum exp_kind kind, char **err)
+{
+    struct template t = {.name = name ? name : "experiment", .spec = spec};
+    if (schema_check_spec(&t, spec) < 0 || schema_check_kind(&t, kind, spec) < 0) {
+        *err = t.err;
+        return -1;
+    }
+    return 0;
 }

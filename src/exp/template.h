@@ -3,7 +3,7 @@
  *
  *   apiVersion: drover/v1          (any "…/v1")
  *   kind: Experiment | Pipeline
- *   metadata: { name: NAME }       (letters, digits, '.', '_', '-'; at most 64)
+ *   metadata: { name: NAME }       (letters, digits, '.', '_', '-'; at most 64; not . or ..)
  *   spec:
  *     model, data, hyperparameters: free mappings (any keys), for ${…} and the leaderboard
  *     resources: { gpu_type: STR, gpu_count: INT >= 0, gpu_memory: SIZE, memory: SIZE, cpus: INT }
@@ -28,7 +28,10 @@
  *                 retry } ]        (Pipeline: required; Experiment: not allowed)
  *
  * `${a.b.c}` in any string of the spec is replaced by the value at spec path a.b.c (after the
- * sweep's values for the trial are set); `$${` is a literal `${`. `--set a.b=VALUE` overrides a
+ * sweep's values for the trial are set); `${a.b.c:q}` by that value in POSIX shell single quotes
+ * (for a `sh -c` script); `$${` is a literal `${`. A template that expands to more than
+ * LIMIT_TEMPLATE_EXPANDED bytes, or to more than LIMIT_TEMPLATE_TASKS tasks, is refused
+ * (util/limits.h), and so is a task beyond the exec limits. `--set a.b=VALUE` overrides a
  * spec value before anything else (VALUE is read as a YAML scalar: 0.01 is a number, true a
  * bool).
  *
@@ -76,6 +79,7 @@ struct exp_def {
     size_t space;         /* grid: the number of configurations; random: max_trials */
     json_t *early_stopping, *validation, *metrics, *generator, *circuit_breaker; /* or NULL;
                                                                                    * borrowed from spec */
+    json_t *warnings;     /* lines "FILE:L:C: warning: …" to show (an unquoted ${…} in sh -c) */
 };
 
 /* Reads, checks and expands path. sets[] are "a.b=value" overrides. seed: for random sweeps
@@ -84,6 +88,10 @@ struct exp_def {
 int exp_load(const char *path, char *const *sets, size_t nsets, unsigned seed,
              struct exp_def **out, char **err);
 void exp_def_free(struct exp_def *def);
+
+/* A spec as stored (or as an exp_run request carries it) against the schema for kind. Returns 0,
+ * or -1 with *err ("NAME: what", malloc'd). */
+int exp_spec_check(const json_t *spec, const char *name, enum exp_kind kind, char **err);
 
 /* The tasks of trials [first, first + n) of a sweep whose spec is `spec` (as stored): the
  * generator and the "next round" use it. Grid: configurations in order; random: drawn with the

@@ -8,6 +8,7 @@
  * quoted and block scalars are always strings. The yes/no/on/off booleans of YAML 1.1 are not
  * recognised: `country: no` stays a string. */
 #include "exp/template-internal.h" /* exp_yaml_read, exp_yaml_scalar: no exp/yaml.h */
+#include "util/parse.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -30,6 +31,11 @@ struct yaml_reader {
     json_t *where;     /* path -> "FILE:L:C" of the node, or NULL */
     json_t *where_keys; /* path -> "FILE:L:C" of the key that names the node, or NULL */
     char *err;
+    /* Looking for the node at a position (where a file is not UTF-8): */
+    bool probing;
+    yaml_mark_t probe;
+    char *probe_path;  /* the scalar there (malloc'd), or NULL */
+    bool probe_key;    /* it is a key (probe_path names its mapping) */
 };
 
 static char *yaml_location(const struct yaml_reader *reader, yaml_mark_t mark)
@@ -79,6 +85,15 @@ static void yaml_remember(json_t *map, const struct yaml_reader *reader, const c
     char *location = yaml_location(reader, mark);
     json_object_set_new(map, path, json_string(location));
     free(location);
+}
+
+/* Whether the probed position lies in [start, end). */
+static bool yaml_probe_in(const struct yaml_reader *reader, yaml_mark_t start, yaml_mark_t end)
+{
+    const yaml_mark_t *p = &reader->probe;
+    bool after_start = p->line > start.line || (p->line == start.line && p->column >= start.column);
+    bool before_end = p->line < end.line || (p->line == end.line && p->column < end.column);
+    return reader->probing && reader->probe_path == NULL && after_start && before_end;
 }
 
 static bool yaml_all(const char *s, const char *set)
@@ -209,6 +224,10 @@ static int yaml_mapping(struct yaml_reader *reader, json_t *object, const char *
         }
         char *child_path = *path ? xasprintf("%s.%s", path, name) : xstrdup(name);
         yaml_remember(reader->where_keys, reader, child_path, key.start_mark);
+        if (yaml_probe_in(reader, key.start_mark, key.end_mark)) {
+            reader->probe_path = xstrdup(path);
+            reader->probe_key = true;
+        }
         yaml_event_t value_event;
         json_t *value = NULL;
         if (yaml_next(reader, &value_event) == 0)
@@ -287,6 +306,8 @@ static json_t *yaml_node(struct yaml_reader *reader, yaml_event_t *event, const 
     }
     yaml_remember(reader->where, reader, path, event->start_mark);
     if (event->type == YAML_SCALAR_EVENT) {
+        if (yaml_probe_in(reader, event->start_mark, event->end_mark))
+            reader->probe_path = xstrdup(path);
         node = yaml_scalar(reader, event);
     } else if (event->type == YAML_SEQUENCE_START_EVENT) {
         node = json_array();
@@ -343,14 +364,89 @@ fail:
     return -1;
 }
 
+/* The whole of fp (malloc'd, NUL-terminated; *len bytes), or NULL with errno. */
+static char *yaml_slurp(FILE *fp, size_t *len)
+{
+    size_t cap = 65536, n = 0, got;
+    char *buf = xmalloc(cap + 1);
+    while ((got = fread(buf + n, 1, cap - n, fp)) > 0) {
+        n += got;
+        if (n == cap)
+            buf = xrealloc(buf, (cap *= 2) + 1);
+    }
+    if (ferror(fp)) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* The first byte of text that is not UTF-8, as libyaml counts positions (line and column in
+ * characters, from 0); 0 if every byte up to the first NUL is UTF-8, else its offset + 1.
+ * libyaml refuses such a file too, but only as "invalid leading UTF-8 octet" at 1:1 (its reader
+ * runs ahead of its parser). */
+static size_t yaml_bad_utf8(const char *text, yaml_mark_t *at)
+{
+    size_t bad = utf8_check(text);
+    if (bad == 0)
+        return 0;
+    memset(at, 0, sizeof *at);
+    for (size_t i = 0; i + 1 < bad; i++) {
+        if (text[i] == '\n') {
+            at->line++;
+            at->column = 0;
+        } else if (((unsigned char)text[i] & 0xC0) != 0x80) {
+            at->column++;
+        }
+    }
+    return bad;
+}
+
+/* A file that is not UTF-8: "FILE:L:C: spec.env.A: not valid UTF-8 (byte 0xff)", the field
+ * found by parsing a copy whose bad bytes are '?'. */
+static void yaml_fail_utf8(struct yaml_reader *reader, char *text, size_t len, size_t bad,
+                           yaml_mark_t at)
+{
+    unsigned char byte = (unsigned char)text[bad - 1];
+    struct yaml_reader probe = {.file = reader->file, .probing = true, .probe = at};
+    yaml_mark_t ignored;
+    size_t more;
+    text[bad - 1] = '?';
+    while ((more = yaml_bad_utf8(text, &ignored)) > 0)
+        text[more - 1] = '?';
+    if (!yaml_parser_initialize(&probe.parser))
+        fatalx("out of memory");
+    yaml_parser_set_input_string(&probe.parser, (const unsigned char *)text, len);
+    json_t *root = NULL;
+    yaml_document(&probe, &root);
+    json_decref(root);
+    yaml_parser_delete(&probe.parser);
+    free(probe.err);
+    if (probe.probe_path == NULL)
+        yaml_fail(reader, at, "not valid UTF-8 (byte 0x%02x)", byte);
+    else if (probe.probe_key)
+        yaml_fail(reader, at, "a key %s%s is not valid UTF-8 (byte 0x%02x)",
+                  *probe.probe_path ? "in " : "at the top level", probe.probe_path, byte);
+    else
+        yaml_fail(reader, at, "%s: not valid UTF-8 (byte 0x%02x)",
+                  *probe.probe_path ? probe.probe_path : "the document", byte);
+    free(probe.probe_path);
+}
+
 /* Reads file into *out. where and where_keys (objects, may be NULL) receive, for every node, its
  * dotted path ("spec.command[2]", the root is "") mapped to "FILE:LINE:COLUMN". Returns 0, or -1
- * with *err (malloc'd, one line, located). */
+ * with *err (malloc'd, one line, located). A file that is not UTF-8 is refused where it is not,
+ * naming the field: nothing of it is dropped or replaced. */
 int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_keys, char **err)
 {
     struct yaml_reader reader = {.file = file, .where = where, .where_keys = where_keys};
     json_t *root = NULL;
     FILE *fp = fopen(file, "rb");
+    char *text = NULL;
+    size_t len = 0, bad;
+    yaml_mark_t at;
     *out = NULL;
     struct stat st;
     if (fp == NULL || fstat(fileno(fp), &st) < 0) {
@@ -364,9 +460,20 @@ int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_k
         fclose(fp);
         return -1;
     }
+    text = yaml_slurp(fp, &len);
+    if (text == NULL) {
+        *err = xasprintf("%s: %s", file, strerror(errno));
+        fclose(fp);
+        return -1;
+    }
+    fclose(fp);
     if (!yaml_parser_initialize(&reader.parser))
         fatalx("out of memory");
-    yaml_parser_set_input_file(&reader.parser, fp);
+    if ((bad = yaml_bad_utf8(text, &at)) > 0) {
+        yaml_fail_utf8(&reader, text, len, bad, at);
+        goto fail;
+    }
+    yaml_parser_set_input_string(&reader.parser, (const unsigned char *)text, len);
     if (yaml_document(&reader, &root) < 0)
         goto fail;
     if (root == NULL) {
@@ -375,12 +482,12 @@ int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_k
         goto fail;
     }
     yaml_parser_delete(&reader.parser);
-    fclose(fp);
+    free(text);
     *out = root;
     return 0;
 fail:
     yaml_parser_delete(&reader.parser);
-    fclose(fp);
+    free(text);
     *err = reader.err;
     return -1;
 }

@@ -147,12 +147,16 @@ static char *gpu_run_smi(const char *query, const char *format)
 }
 
 /* A number from nvidia-smi, or -1 for "[N/A]", "[Not Supported]" and the like. */
-static double gpu_smi_number(const char *s)
+/* A figure from nvidia-smi's CSV, or -1 when it is not a number from 0 to max ("[N/A]", garbage,
+ * inf, nan, or too large to convert without overflow: the fuzzer found 3.4e12 cast to int). */
+static double gpu_smi_number(const char *s, double max)
 {
     char *end;
     double v = strtod(s, &end);
-    return end != s && *trim(end) == '\0' && v >= 0 ? v : -1;
+    return end != s && *trim(end) == '\0' && v >= 0 && v <= max ? v : -1;
 }
+
+#define SMI_MAX_MIB 17592186044415.0 /* 2^44 - 1: MiB that still fit in bytes as uint64_t */
 
 int gpu_parse_smi_sample(const char *gpus_csv, const char *apps_csv, const struct gpu_info *gi,
                          struct gpu_sample *out)
@@ -169,9 +173,9 @@ int gpu_parse_smi_sample(const char *gpus_csv, const char *apps_csv, const struc
             f[n++] = trim(t);
         if (n < 7 || strcmp(f[0], gi->uuid) != 0)
             continue;
-        double used = gpu_smi_number(f[1]), total = gpu_smi_number(f[2]);
-        double util = gpu_smi_number(f[3]), mem_util = gpu_smi_number(f[4]);
-        double temp = gpu_smi_number(f[5]), power = gpu_smi_number(f[6]);
+        double used = gpu_smi_number(f[1], SMI_MAX_MIB), total = gpu_smi_number(f[2], SMI_MAX_MIB);
+        double util = gpu_smi_number(f[3], 100), mem_util = gpu_smi_number(f[4], 100);
+        double temp = gpu_smi_number(f[5], 1000), power = gpu_smi_number(f[6], 1e6);
         out->ok = true;
         out->mem_used = used >= 0 ? (uint64_t)used << 20 : NVML_UNKNOWN_U64;
         out->mem_total = total >= 0 ? (uint64_t)total << 20 : NVML_UNKNOWN_U64;
@@ -190,10 +194,10 @@ int gpu_parse_smi_sample(const char *gpus_csv, const char *apps_csv, const struc
         int n = 0;
         for (char *t = strtok_r(line, ",", &fs); t && n < 4; t = strtok_r(NULL, ",", &fs))
             f[n++] = trim(t);
-        double pid = n >= 3 ? gpu_smi_number(f[1]) : -1;
+        double pid = n >= 3 ? gpu_smi_number(f[1], 2147483647.0) : -1;
         if (n < 3 || strcmp(f[0], gi->uuid) != 0 || pid <= 0 || out->nprocs == NVML_MAX_PROCS)
             continue;
-        double mem = gpu_smi_number(f[2]);
+        double mem = gpu_smi_number(f[2], SMI_MAX_MIB);
         out->procs[out->nprocs++] = (struct nvml_proc){
             .pid = (unsigned)pid, .mem = mem >= 0 ? (uint64_t)mem << 20 : NVML_UNKNOWN_U64};
     }

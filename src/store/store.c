@@ -1,10 +1,14 @@
 #include "store/internal.h"
 #include "util/xalloc.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* The schema, one entry per version: store_migrate() applies those above user_version. */
 static const char *const store_migrations[] = {
@@ -94,14 +98,17 @@ struct store {
     sqlite3 *db;
     sqlite3_stmt *q[Q_NQUERIES];
     char *error;
+    int code; /* SQLite's primary result code of that error */
 };
 
 int store_exec(struct store *st, const char *sql)
 {
     char *msg = NULL;
-    if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    int rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
         free(st->error);
         st->error = xstrdup(msg ? msg : "unknown SQLite error");
+        st->code = rc & 0xff;
         sqlite3_free(msg);
         return -1;
     }
@@ -139,9 +146,37 @@ static int store_migrate(struct store *st)
     return 0;
 }
 
+/* The database holds every task's command and environment: drover.db and its -wal and -shm are
+ * the owner's alone, whatever the directory's mode or the umask. SQLite gives the -wal and -shm
+ * it creates the database's mode, so the database is made 0600 first; files an older drover left
+ * wider are narrowed. Returns 0 or -1 with errno. */
+static int store_private(const char *path)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd == -1)
+        return -1;
+    close(fd);
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        char *name = xasprintf("%s%s", path, suffixes[i]);
+        struct stat sb;
+        int rc = stat(name, &sb) == 0 && (sb.st_mode & 077) != 0
+                     ? chmod(name, sb.st_mode & 0700)
+                     : 0;
+        free(name);
+        if (rc == -1)
+            return -1;
+    }
+    return 0;
+}
+
 struct store *store_open(const char *path, char **err)
 {
     struct store *st = xcalloc(1, sizeof *st);
+    if (store_private(path) == -1) {
+        *err = xasprintf("cannot open %s: %s", path, strerror(errno));
+        goto fail;
+    }
     if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
         SQLITE_OK) {
         *err = xasprintf("cannot open %s: %s", path, sqlite3_errmsg(st->db));
@@ -184,14 +219,23 @@ void store_begin(struct store *st)
         fatalx("store: cannot begin a transaction: %s", st->error);
 }
 
+/* Rolls back, keeping the error that made the caller roll back, not the rollback's own (after a
+ * full disk SQLite has usually rolled back already, and ROLLBACK then fails). */
+static void store_rollback_keep(struct store *st)
+{
+    char *why = st->error;
+    int code = st->code;
+    st->error = NULL;
+    store_exec(st, "ROLLBACK");
+    free(st->error);
+    st->error = why;
+    st->code = code;
+}
+
 int store_commit(struct store *st)
 {
     if (store_exec(st, "COMMIT") < 0) {
-        char *why = st->error; /* keep the commit's reason, not the rollback's */
-        st->error = NULL;
-        store_exec(st, "ROLLBACK");
-        free(st->error);
-        st->error = why;
+        store_rollback_keep(st);
         return -1;
     }
     return 0;
@@ -199,12 +243,17 @@ int store_commit(struct store *st)
 
 void store_rollback(struct store *st)
 {
-    store_exec(st, "ROLLBACK");
+    store_rollback_keep(st);
 }
 
 const char *store_error(struct store *st)
 {
     return st->error ? st->error : sqlite3_errmsg(st->db);
+}
+
+int store_error_code(struct store *st)
+{
+    return st->code;
 }
 
 /* Runs a prepared statement to completion; returns -1 and records the error on failure. */
@@ -216,6 +265,7 @@ static int store_step_done(struct store *st, sqlite3_stmt *s)
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
         free(st->error);
         st->error = xstrdup(sqlite3_errmsg(st->db));
+        st->code = rc & 0xff;
         return -1;
     }
     return 0;

@@ -25,6 +25,9 @@ void store_begin(struct store *st);
 int store_commit(struct store *st);
 void store_rollback(struct store *st);
 const char *store_error(struct store *st);
+/* SQLite's primary result code of the error store_error describes: SQLITE_FULL for a full disk,
+ * SQLITE_IOERR for a failed read or write. */
+int store_error_code(struct store *st);
 
 /* Daemon settings that outlive a restart (e.g. "draining" = "1"). store_setting returns a
  * malloc'd value or NULL. */

@@ -1,6 +1,8 @@
 #include "util/io.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 int io_write_all(int fd, const void *data, size_t len)
@@ -33,4 +35,23 @@ int io_read_all(int fd, void *data, size_t len)
         len -= (size_t)r;
     }
     return 0;
+}
+
+void io_close_from(int first)
+{
+    if (close_range((unsigned)first, ~0U, 0) == 0)
+        return;
+    DIR *dir = opendir("/proc/self/fd"); /* a kernel older than 5.9 */
+    if (dir == NULL) {
+        for (long fd = first; fd < sysconf(_SC_OPEN_MAX); fd++)
+            close((int)fd);
+        return;
+    }
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        int fd = atoi(entry->d_name);
+        if (fd >= first && fd != dirfd(dir))
+            close(fd);
+    }
+    closedir(dir);
 }

@@ -6,5 +6,8 @@
 /* 0, or -1 with errno (ECONNRESET for an early end of input). */
 int io_write_all(int fd, const void *data, size_t len);
 int io_read_all(int fd, void *data, size_t len);
+/* Closes every descriptor from first up (close_range, else a walk of /proc/self/fd): for a
+ * process about to exec something that must not hold its parent's descriptors. */
+void io_close_from(int first);
 
 #endif

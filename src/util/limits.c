@@ -14,7 +14,7 @@ int limits_check_exec(json_t *command, json_t *env, char **why)
         size_t len = json_string_length(v) + 1;
         if (len > LIMIT_EXEC_STRING) {
             *why = xasprintf("argument %zu of the command is %zu bytes; LIMIT_EXEC_STRING is %u",
-                             i, len - 1, LIMIT_EXEC_STRING);
+                             i + 1, len - 1, LIMIT_EXEC_STRING);
             return -1;
         }
         total += len + sizeof(char *);

@@ -13,6 +13,8 @@
 #define LIMIT_FRAME (4u << 20)            /* bytes in one request frame */
 #define LIMIT_CONN_BUFFER (LIMIT_FRAME + 4) /* bytes buffered from one connection */
 #define LIMIT_UID_BUFFER (16u << 20)      /* bytes buffered from all of one uid's connections */
+#define LIMIT_UID_BUFFER_EXEMPT (64u << 10) /* ... not counting each connection's first bytes,
+                                             * so that small requests always get through */
 #define LIMIT_CONNS_PER_UID 256           /* open connections of one uid */
 #define LIMIT_CONNS 900                   /* open connections in all (socket + HTTP) */
 #define LIMIT_PARTIAL_FRAME_S 30          /* seconds a frame may take to arrive */
@@ -21,6 +23,8 @@
 #define LIMIT_HTTP_HEADERS (16u << 10)    /* bytes of request line and headers */
 #define LIMIT_HTTP_BODY (1u << 20)        /* bytes of a request body */
 #define LIMIT_HTTP_IDLE_S 30              /* seconds an HTTP connection may sit idle */
+#define LIMIT_HTTP_CONNS 64               /* open HTTP connections (of LIMIT_CONNS): HTTP can
+                                           * never crowd out the socket */
 
 /* What a task is started with. */
 #define LIMIT_EXEC_STRING 131071u         /* bytes in one argument or NAME=VALUE (MAX_ARG_STRLEN-1) */

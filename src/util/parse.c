@@ -277,6 +277,36 @@ void array_spec_free(struct array_spec *spec)
     spec->count = 0;
 }
 
+size_t utf8_check(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; p[i];) {
+        unsigned c = p[i], need, min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 1, min = 0x80;
+        else if (c >= 0xE0 && c <= 0xEF)
+            need = 2, min = 0x800;
+        else if (c >= 0xF0 && c <= 0xF4)
+            need = 3, min = 0x10000;
+        else
+            return i + 1;
+        unsigned cp = c & (0x3F >> need);
+        for (unsigned k = 1; k <= need; k++) {
+            if ((p[i + k] & 0xC0) != 0x80)
+                return i + 1; /* the NUL too: a truncated character */
+            cp = cp << 6 | (p[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return i + 1;
+        i += need + 1;
+    }
+    return 0;
+}
+
 const char *format_size(uint64_t bytes, char *buf, size_t len)
 {
     static const char units[] = "BKMGT";

@@ -25,6 +25,12 @@ struct array_spec {
 int parse_array_spec(const char *s, size_t max_count, struct array_spec *out, const char **err);
 void array_spec_free(struct array_spec *spec);
 
+/* Whether s is valid UTF-8 (what JSON, and so every request, can carry): 0 if it is, else the
+ * 1-based offset of the first byte that does not belong to a well-formed character. Overlong
+ * forms, surrogates and code points above U+10FFFF are refused, as jansson refuses them. Every
+ * string drover puts into a request is checked with this first, so none is dropped silently. */
+size_t utf8_check(const char *s);
+
 /* Formats bytes as "16G", "1.5G", "512M" into buf. */
 const char *format_size(uint64_t bytes, char *buf, size_t len);
 /* Formats a duration in ms as "1h02m", "3m05s", "12s", "0.4s". */

@@ -6,9 +6,26 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
-int proto_send(int fd, const json_t *msg)
+/* send() with MSG_NOSIGNAL: a daemon that closed the connection early is an error to report,
+ * not a signal that kills the client silently. */
+static int proto_write_all(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+        if (w == -1 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int proto_send(int fd, const json_t *msg, size_t *size)
 {
     char *text = json_dumps(msg, JSON_COMPACT);
     if (text == NULL) {
@@ -16,8 +33,15 @@ int proto_send(int fd, const json_t *msg)
         return -1;
     }
     size_t len = strlen(text);
-    unsigned char hdr[4] = {len >> 24, len >> 16, len >> 8, len};
-    int rc = io_write_all(fd, hdr, 4) == 0 && io_write_all(fd, text, len) == 0 ? 0 : -1;
+    if (size != NULL)
+        *size = len;
+    if (len > PROTO_MAX_REQUEST) {
+        free(text);
+        errno = EMSGSIZE;
+        return -1;
+    }
+    char hdr[4] = {(char)(len >> 24), (char)(len >> 16), (char)(len >> 8), (char)len};
+    int rc = proto_write_all(fd, hdr, 4) == 0 && proto_write_all(fd, text, len) == 0 ? 0 : -1;
     free(text);
     return rc;
 }

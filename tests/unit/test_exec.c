@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -645,6 +646,210 @@ static void test_cancel_without_supervisor(void **state)
     assert_int_equal(exec_supervisor_pid(f->dir), -1);
 }
 
+/* --- output through the supervisor, a full disk, the reserved status ----------------------- */
+
+/* The task writes to pipes the supervisor drains, never to the log files themselves. */
+static void test_output_goes_through_pipes(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"sh", "-c", "readlink /proc/self/fd/1; readlink /proc/self/fd/2 >&2", NULL};
+    struct exec_spec spec = spec_for(f, argv);
+
+    assert_int_equal(run(&spec).exit_code, 0);
+    char *out = slurp_run(f, "stdout"), *err = slurp_run(f, "stderr");
+    assert_int_equal(strncmp(out, "pipe:", 5), 0);
+    assert_int_equal(strncmp(err, "pipe:", 5), 0);
+    free(out);
+    free(err);
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* A log that cannot grow (here RLIMIT_FSIZE, which the supervisor inherits: EFBIG) stops where it
+ * is; the task is not harmed — it never sees the failure — and the status says where the log
+ * stops and why. */
+static void test_output_cut_when_the_log_cannot_grow(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"sh", "-c", "head -c 100000 /dev/zero; echo fine >&2", NULL};
+    struct exec_spec spec = spec_for(f, argv);
+    struct rlimit old, small = {.rlim_cur = 8192, .rlim_max = RLIM_INFINITY};
+
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    small.rlim_max = old.rlim_max;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    pid_t supervisor = start(&spec);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    struct exec_status status = finish(f->run_dir, supervisor);
+    assert_int_equal(status.exit_code, 0);
+    assert_int_equal(status.signal, 0);
+    assert_int_equal(status.truncated_at[0], 8192);
+    assert_int_equal(status.truncated_at[1], -1);
+    assert_int_equal(status.output_error, EFBIG);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/stdout", f->run_dir);
+    assert_int_equal(file_size(path), 8192);
+    char *err = slurp_run(f, "stderr");
+    assert_string_equal(err, "fine\n");
+    free(err);
+}
+
+/* While the task runs, status.tmp holds the status's reserved space; it is never read as a
+ * status: a supervisor killed then is lost, not done. */
+static void test_reserved_status_is_not_a_status(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"sleep", "30", NULL};
+    struct exec_spec spec = spec_for(f, argv);
+    struct exec_status status;
+    char path[PATH_MAX + 16];
+
+    pid_t supervisor = start(&spec);
+    snprintf(path, sizeof path, "%s/status.tmp", f->run_dir);
+    assert_int_equal(file_size(path), EXEC_STATUS_RESERVE);
+    wait_task(f->run_dir, "sleep");
+    assert_int_equal(exec_probe(f->run_dir, &status), EXEC_RUNNING);
+    assert_int_equal(kill(supervisor, SIGKILL), 0);
+    reap(supervisor);
+    assert_int_equal(file_size(path), EXEC_STATUS_RESERVE);
+    assert_int_equal(exec_probe(f->run_dir, &status), EXEC_LOST);
+    exec_kill_orphans(f->run_dir);
+}
+
+/* A status whose reserved padding could not be cut off still reads (whitespace after the JSON);
+ * one from an older supervisor, without the output fields, reads as complete output. */
+static void test_status_variants_read(void **state)
+{
+    struct fixture *f = *state;
+    struct exec_status status = {.exit_code = 3, .truncated_at = {-1, 77}, .output_error = ENOSPC};
+    struct exec_status back;
+    char padded[EXEC_STATUS_RESERVE + 1], path[PATH_MAX + 16];
+
+    assert_int_equal(paths_mkdir_p(f->run_dir), 0);
+    char *text = exec_status_encode(&status);
+    memset(padded, ' ', sizeof padded - 1);
+    padded[sizeof padded - 1] = '\0';
+    memcpy(padded, text, strlen(text));
+    free(text);
+    snprintf(path, sizeof path, "%s/status", f->run_dir);
+    write_text(path, padded, 0600);
+    assert_int_equal(exec_probe(f->run_dir, &back), EXEC_DONE);
+    assert_int_equal(back.exit_code, 3);
+    assert_int_equal(back.truncated_at[0], -1);
+    assert_int_equal(back.truncated_at[1], 77);
+    assert_int_equal(back.output_error, ENOSPC);
+
+    write_text(path, "{\"exit_code\":0,\"signal\":0,\"timed_out\":false,\"cancelled\":false,"
+                     "\"exec_error\":\"\",\"start_ms\":1,\"end_ms\":2,\"pgid\":5}\n", 0600);
+    assert_int_equal(exec_probe(f->run_dir, &back), EXEC_DONE);
+    assert_int_equal(back.truncated_at[0], -1);
+    assert_int_equal(back.truncated_at[1], -1);
+    assert_int_equal(back.output_error, 0);
+}
+
+/* Fills the file system under dir until a write fails with ENOSPC. */
+static void fill_up(const char *dir)
+{
+    char path[PATH_MAX + 16], block[65536];
+    snprintf(path, sizeof path, "%s/filler", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    memset(block, 'x', sizeof block);
+    ssize_t n;
+    size_t len = sizeof block;
+    for (;;) {
+        n = write(fd, block, len);
+        if (n > 0)
+            continue;
+        if (len == 1)
+            break;
+        len /= 2; /* the last few blocks */
+    }
+    assert_int_equal(errno, ENOSPC);
+    close(fd);
+}
+
+/* The disk fills while the task runs: the task's end still reaches the status (its space was
+ * reserved at start), with its real exit code, and the output it writes then is dropped and said
+ * to be. Needs a small tmpfs (root); skipped otherwise. */
+static void test_status_survives_a_full_disk(void **state)
+{
+    struct fixture *f = *state;
+    char small[128];
+    snprintf(small, sizeof small, "%s/small", f->dir);
+    assert_int_equal(mkdir(small, 0700), 0);
+    if (mount("tmpfs", small, "tmpfs", 0, "size=1m") == -1) {
+        print_message("mount tmpfs: %s: skipped\n", strerror(errno));
+        skip();
+    }
+    snprintf(f->run_dir, sizeof f->run_dir, "%s/runs/7/1", small);
+    char *argv[] = {"sh", "-c", WAIT_FOR_ARG1 "; exit 0", "sh", (char *)in_dir(f, "go"), NULL};
+    struct exec_spec spec = spec_for(f, argv);
+    struct exec_status status;
+
+    pid_t supervisor = start(&spec);
+    wait_task(f->run_dir, "sh");
+    fill_up(small);
+    write_text(in_dir(f, "go"), "", 0600);
+    int wstatus = reap(supervisor);
+    enum exec_probe probe = exec_probe(f->run_dir, &status);
+    umount2(small, MNT_DETACH);
+    assert_true(WIFEXITED(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    assert_int_equal(probe, EXEC_DONE);
+    assert_int_equal(status.exit_code, 0);
+    assert_int_equal(status.truncated_at[0], 0); /* "done" found no room */
+    assert_int_equal(status.output_error, ENOSPC);
+}
+
+/* Output written by what the task left behind, after the task itself ended, still reaches the
+ * log (a drainer carries on for the supervisor). */
+static void test_leftover_output_is_kept(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"sh", "-c", "(" WAIT_FOR_ARG1 ") & echo early", "sh",
+                    (char *)in_dir(f, "go"), NULL};
+    struct exec_spec spec = spec_for(f, argv);
+
+    assert_int_equal(run(&spec).exit_code, 0);
+    char *out = slurp_run(f, "stdout");
+    assert_string_equal(out, "early\n");
+    free(out);
+    write_text(in_dir(f, "go"), "", 0600);
+    int64_t deadline = now_ms() + DEADLINE_MS;
+    bool late = false;
+    while (!late && now_ms() < deadline) {
+        out = slurp_run(f, "stdout");
+        late = strcmp(out, "early\ndone\n") == 0;
+        free(out);
+        if (!late)
+            nap();
+    }
+    assert_true(late);
+}
+
+/* The task gets the umask it is given, not the supervisor's (the daemon's is 077). */
+static void test_task_umask(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"sh", "-c", "umask", NULL};
+    struct exec_spec spec = spec_for(f, argv);
+    spec.set_umask = true;
+    spec.task_umask = 027;
+
+    mode_t old = umask(077);
+    struct exec_status status = run(&spec);
+    umask(old);
+    assert_int_equal(status.exit_code, 0);
+    char *out = slurp_run(f, "stdout");
+    assert_string_equal(out, "0027\n");
+    free(out);
+}
+
 /* --- probing --------------------------------------------------------------------------------- */
 
 static void test_probe_lifecycle(void **state)
@@ -752,10 +957,11 @@ static void test_task_outlives_the_daemon(void **state)
 
 /* --- descriptors ----------------------------------------------------------------------------- */
 
-/* Whether /proc/<pid>/fd shows fds 0..last, and above last nothing but pipes if extra_pipes (the
- * supervisor's pipe to a task being spawned). Fails at once if any fd is forbidden or
+/* Whether /proc/<pid>/fd shows fds 0..last, and above last nothing but the supervisor's own if
+ * extra_own: pipes (to the task and from its output), its signalfd and files of its run
+ * directory (the logs, the reserved status). Fails at once if any fd is forbidden or
  * forbidden_too. Fds at or above our soft limit are valgrind's, when it runs us. */
-static bool fds_settled(pid_t pid, int last, bool extra_pipes, const char *forbidden,
+static bool fds_settled(pid_t pid, int last, bool extra_own, const char *forbidden,
                         const char *forbidden_too)
 {
     char dir_path[64], link_path[600], target[PATH_MAX];
@@ -780,9 +986,12 @@ static bool fds_settled(pid_t pid, int last, bool extra_pipes, const char *forbi
             bad_fd = fd;
             break;
         }
+        bool own = strncmp(target, "pipe:", 5) == 0 ||
+                   strcmp(target, "anon_inode:[signalfd]") == 0 ||
+                   strstr(target, "/runs/7/1/") != NULL;
         if (fd <= last)
             seen++;
-        else if (!(extra_pipes && strncmp(target, "pipe:", 5) == 0))
+        else if (!(extra_own && own))
             extra++;
     }
     closedir(dir);
@@ -792,13 +1001,13 @@ static bool fds_settled(pid_t pid, int last, bool extra_pipes, const char *forbi
 }
 
 /* A process may hold a descriptor for a moment (ld.so opening libc after exec): poll. */
-static void check_fds(pid_t pid, int last, bool extra_pipes, const char *forbidden,
+static void check_fds(pid_t pid, int last, bool extra_own, const char *forbidden,
                       const char *forbidden_too)
 {
     int64_t deadline = now_ms() + DEADLINE_MS;
-    while (!fds_settled(pid, last, extra_pipes, forbidden, forbidden_too) && now_ms() < deadline)
+    while (!fds_settled(pid, last, extra_own, forbidden, forbidden_too) && now_ms() < deadline)
         nap();
-    assert_true(fds_settled(pid, last, extra_pipes, forbidden, forbidden_too));
+    assert_true(fds_settled(pid, last, extra_own, forbidden, forbidden_too));
 }
 
 static void test_no_inherited_descriptors(void **state)
@@ -912,6 +1121,14 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_task_outlives_the_daemon, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_inherited_descriptors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_output_goes_through_pipes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_output_cut_when_the_log_cannot_grow, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reserved_status_is_not_a_status, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_variants_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_survives_a_full_disk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leftover_output_is_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_task_umask, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

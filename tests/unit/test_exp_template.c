@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "exp/template.h"
+#include "util/limits.h"
 #include "util/xalloc.h"
 
 static char test_dir[] = "/tmp/drover-exp-XXXXXX";
@@ -712,7 +714,11 @@ static void test_errors(void **state)
     expect_error("apiVersion: drover/v1\nkind: Experiment\nmetadata: {name: my exp}\n"
                  "spec: {command: [x]}\n",
                  "3:18: metadata.name: expected a name of letters, digits, '.', '_' and '-' (at "
-                 "most 64), got \"my exp\"");
+                 "most 64; not . or ..), got \"my exp\"");
+    expect_error("apiVersion: drover/v1\nkind: Experiment\nmetadata: {name: ..}\n"
+                 "spec: {command: [x]}\n",
+                 "3:18: metadata.name: expected a name of letters, digits, '.', '_' and '-' (at "
+                 "most 64; not . or ..), got \"..\"");
     expect_error(HEADER "  hyperparameters: {learning_rate: 0.1}\n"
                         "  command: [x]\n"
                         "  sweep:\n"
@@ -762,6 +768,224 @@ static void test_errors(void **state)
     free(missing);
 }
 
+
+/* Needs that repeat a stage were accepted, and overflowed the daemon's array of dependencies. */
+static void test_needs_repeated(void **state)
+{
+    expect_error("apiVersion: drover/v1\nkind: Pipeline\nmetadata: {name: p}\nspec:\n"
+                 "  stages:\n"
+                 "    - {name: a, command: [x]}\n"
+                 "    - {name: b, command: [x], needs: [a, a, a, a, a, a, a, a]}\n",
+                 "7:42: needs 'a' more than once");
+    expect_error("apiVersion: drover/v1\nkind: Pipeline\nmetadata: {name: p}\nspec:\n"
+                 "  stages:\n"
+                 "    - {name: a, command: [x]}\n"
+                 "    - {name: b, command: [x]}\n"
+                 "    - {name: c, command: [x], needs: [a, b, a]}\n",
+                 "8:45: needs 'a' more than once");
+    /* the same stage needed by several stages is fine */
+    struct exp_def *def = load("apiVersion: drover/v1\nkind: Pipeline\nmetadata: {name: p}\n"
+                               "spec:\n"
+                               "  stages:\n"
+                               "    - {name: a, command: [x]}\n"
+                               "    - {name: b, command: [x], needs: [a]}\n"
+                               "    - {name: c, command: [x], needs: [a, b]}\n");
+    assert_string_equal(def->tasks[2].needs[1], "b");
+    exp_def_free(def);
+}
+
+/* The YAML of a template whose value lN references lN-1 `refs` times, l0 being `base`, and
+ * whose command's argument is l`used`. */
+static char *bomb_yaml_using(int levels, int refs, const char *base, int used)
+{
+    char *yaml = xasprintf(HEADER "  hyperparameters:\n    l0: \"%s\"\n", base);
+    for (int level = 1; level <= levels; level++) {
+        char *line = xasprintf("    l%d: \"", level);
+        for (int r = 0; r < refs; r++) {
+            char *longer = xasprintf("%s${hyperparameters.l%d}", line, level - 1);
+            free(line);
+            line = longer;
+        }
+        char *longer = xasprintf("%s%s\"\n", yaml, line);
+        free(yaml);
+        free(line);
+        yaml = longer;
+    }
+    char *full = xasprintf("%s  command: [echo, \"${hyperparameters.l%d}\"]\n", yaml, used);
+    free(yaml);
+    return full;
+}
+
+static char *bomb_yaml(int levels, int refs, const char *base)
+{
+    return bomb_yaml_using(levels, refs, base, levels);
+}
+
+static double seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) + (now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* 1.6 KB of template that expanded to gigabytes over tens of seconds: refused where the limit is
+ * crossed (l6, whose ten copies of l5 pass 8 MB), as soon as it is. */
+static void test_bomb(void **state)
+{
+    char *yaml = bomb_yaml(7, 10, "xxxxxxxxxx");
+    char *want = xasprintf("13:9: ${…} makes the template larger than "
+                           "LIMIT_TEMPLATE_EXPANDED (%u bytes after substitution)",
+                           LIMIT_TEMPLATE_EXPANDED);
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    expect_error(yaml, want);
+    assert_true(seconds_since(&start) < 5); /* generous: milliseconds; unbounded, minutes */
+    free(want);
+    free(yaml);
+
+    /* Empty values expand to nothing, but 10^7 references are still work: each node is
+     * substituted once. */
+    yaml = bomb_yaml(7, 10, "");
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    struct exp_def *def = load(yaml);
+    assert_true(seconds_since(&start) < 5);
+    assert_string_equal(def->tasks[0].argv[1], "");
+    exp_def_free(def);
+    free(yaml);
+
+    /* Under the limit is fine: 6.7 MB in all (l5 is 6 MB). */
+    char base[61];
+    memset(base, 'x', 60);
+    base[60] = '\0';
+    yaml = bomb_yaml_using(5, 10, base, 2);
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    def = load(yaml);
+    assert_true(seconds_since(&start) < 5);
+    assert_int_equal(strlen(def->tasks[0].argv[1]), 6000);
+    exp_def_free(def);
+    free(yaml);
+
+    /* The limit is on the whole load: a value of 100 KB substituted into each of 100 trials
+     * (twice: in the spec and in the command) passes it at trial 41. */
+    yaml = xasprintf(HEADER "  hyperparameters: {big: \"%0*d\", i: 0}\n"
+                            "  command: [echo, \"${hyperparameters.big}\"]\n"
+                            "  sweep:\n"
+                            "    parameters:\n"
+                            "      hyperparameters.i: {min: 0, max: 99, step: 1}\n",
+                     100000, 0);
+    want = xasprintf("7:19: ${…} makes the template larger than LIMIT_TEMPLATE_EXPANDED (%u "
+                     "bytes after substitution)", LIMIT_TEMPLATE_EXPANDED);
+    expect_error(yaml, want);
+    free(want);
+    free(yaml);
+}
+
+/* Substituting each node once must not change where a chain too deep fails, nor let a cycle
+ * through. */
+static void test_nesting(void **state)
+{
+    char *yaml = bomb_yaml(7, 1, "end"); /* the command's ${l7}: 8 levels */
+    struct exp_def *def = load(yaml);
+    assert_string_equal(def->tasks[0].argv[1], "end");
+    exp_def_free(def);
+    free(yaml);
+    yaml = bomb_yaml(8, 1, "end"); /* l8 in the spec is fine, the command's ${l8} is not */
+    expect_error(yaml, "7:9: ${…} nested more than 8 deep (does ${hyperparameters.l0} refer to "
+                       "itself?)");
+    free(yaml);
+    expect_error(HEADER "  hyperparameters: {a: \"${hyperparameters.a}\"}\n"
+                        "  command: [x]\n",
+                 "6:24: ${…} nested more than 8 deep (does ${hyperparameters.a} refer to "
+                 "itself?)");
+}
+
+static void test_quote(void **state)
+{
+    struct exp_def *def = load(HEADER "  hyperparameters:\n"
+                                      "    plain: abc\n"
+                                      "    quote: \"it's\"\n"
+                                      "    empty: \"\"\n"
+                                      "    lines: \"a\\nb\"\n"
+                                      "    run: \"1; touch /tmp/p\"\n"
+                                      "    number: 0.5\n"
+                                      "  command: [sh, -c, \"echo ${hyperparameters.plain:q} "
+                                      "${hyperparameters.quote:q} ${hyperparameters.empty:q} "
+                                      "${ hyperparameters.lines :q} ${hyperparameters.run:q} "
+                                      "${hyperparameters.number:q} ${hyperparameters.plain}\"]\n");
+    assert_string_equal(def->tasks[0].argv[2],
+                        "echo 'abc' 'it'\\''s' '' 'a\nb' '1; touch /tmp/p' '0.5' abc");
+    assert_int_equal(json_array_size(def->warnings), 0); /* the unquoted value is harmless */
+    char *out = printed(def);
+    assert_non_null(strstr(out, "  command: sh -c 'echo '\\''abc'\\'' '\\''it'\\''\\'\\'''"));
+    free(out);
+    exp_def_free(def);
+
+    /* Unquoted values the shell would interpret: one warning per place and reference, however
+     * many trials have such values. */
+    def = load(HEADER "  hyperparameters: {x: \"a\"}\n"
+                      "  command: [/bin/bash, -ec, \"echo ${hyperparameters.x}\", "
+                      "\"${hyperparameters.x}\"]\n"
+                      "  sweep:\n"
+                      "    parameters:\n"
+                      "      hyperparameters.x: [safe, \"1; touch /tmp/p\", \"$HOME\"]\n");
+    assert_int_equal(def->ntasks, 3);
+    assert_int_equal(json_array_size(def->warnings), 1);
+    char *want = xasprintf("%s:7:29: warning: ${hyperparameters.x} goes unquoted into a shell "
+                           "script, and its value '1; touch /tmp/p' holds characters the shell "
+                           "interprets; write ${hyperparameters.x:q}", test_path);
+    assert_string_equal(json_string_value(json_array_get(def->warnings, 0)), want);
+    free(want);
+    exp_def_free(def);
+
+    /* not a shell: argv goes to the program as it is */
+    def = load(HEADER "  hyperparameters: {x: \"1; touch /tmp/p\"}\n"
+                      "  command: [python3, -c, \"${hyperparameters.x}\"]\n");
+    assert_int_equal(json_array_size(def->warnings), 0);
+    assert_string_equal(def->tasks[0].argv[2], "1; touch /tmp/p");
+    exp_def_free(def);
+
+    expect_error(HEADER "  hyperparameters: {x: 1}\n  command: [\"${hyperparameters.x:z}\"]\n",
+                 "7:13: undefined ${hyperparameters.x:z} (${PATH:q} is the only form with a "
+                 "':')");
+}
+
+/* A task the exec limits refuse is refused at load, naming it (the daemon checks it again). */
+static void test_exec_limits(void **state)
+{
+    char *yaml = xasprintf(HEADER "  command: [echo, \"%0*d\"]\n", 200000, 0);
+    struct exp_def *def = NULL;
+    char *err = NULL;
+    write_yaml(yaml);
+    assert_int_equal(exp_load(test_path, NULL, 0, 1, &def, &err), -1);
+    char *want = xasprintf("%s:6:12: trial 0 (e-t0): argument", test_path);
+    assert_memory_equal(err, want, strlen(want));
+    assert_non_null(strstr(err, " of the command is 200000 bytes; LIMIT_EXEC_STRING is 131071"));
+    free(want);
+    free(err);
+    free(yaml);
+}
+
+/* Templates that are not UTF-8: refused where, naming the field; nothing dropped or replaced. */
+static void test_utf8(void **state)
+{
+    expect_error(HEADER "  env: {A: \"ab\xff" "cd\"}\n  command: [x]\n",
+                 "6:15: spec.env.A: not valid UTF-8 (byte 0xff)");
+    expect_error(HEADER "  command: [x, \"caf\xc3\"]\n",
+                 "6:20: spec.command[1]: not valid UTF-8 (byte 0xc3)");
+    expect_error(HEADER "  command: [x, \"\xed\xa0\x80\"]\n", /* a surrogate */
+                 "6:17: spec.command[1]: not valid UTF-8 (byte 0xed)");
+    expect_error(HEADER "  env: {\"A\xe9\": x}\n  command: [x]\n",
+                 "6:11: a key in spec.env is not valid UTF-8 (byte 0xe9)");
+    expect_error(HEADER "  command: [x] # caf\xe9\n", "6:21: not valid UTF-8 (byte 0xe9)");
+    char *sets[] = {"hyperparameters.x=ok", "hyperparameters.y=a\xff"};
+    expect_error_sets(HEADER "  hyperparameters: {x: 1}\n  command: [x]\n", sets, 2,
+                      "--set #2: not valid UTF-8 (byte 20)");
+    /* valid UTF-8 goes through untouched */
+    struct exp_def *def = load(HEADER "  command: [x, \"caf\xc3\xa9 \xe2\x9c\x93\"]\n");
+    assert_string_equal(def->tasks[0].argv[1], "caf\xc3\xa9 \xe2\x9c\x93");
+    exp_def_free(def);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -771,6 +995,9 @@ int main(void)
         cmocka_unit_test(test_set),       cmocka_unit_test(test_substitution),
         cmocka_unit_test(test_pipeline),  cmocka_unit_test(test_stored),
         cmocka_unit_test(test_yaml),      cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_needs_repeated), cmocka_unit_test(test_bomb),
+        cmocka_unit_test(test_nesting),   cmocka_unit_test(test_quote),
+        cmocka_unit_test(test_exec_limits), cmocka_unit_test(test_utf8),
     };
     return cmocka_run_group_tests(tests, test_setup, test_teardown);
 }

@@ -9,7 +9,9 @@
 
 #include "gpu/gpu.h"
 #include "gpu/nvml.h"
+#include "util/limits.h"
 #include "util/parse.h"
+#include "util/request.h"
 
 static void test_sizes(void **state)
 {
@@ -123,6 +125,108 @@ static void test_formatting(void **state)
     assert_string_equal(format_duration(3720000, buf, sizeof buf), "1h02m");
 }
 
+static void test_utf8(void **state)
+{
+    static const char *const ok[] = {"", "plain", "caf\xc3\xa9", "\xe2\x82\xac 5",
+                                     "\xf0\x9f\x98\x80", "\xef\xbf\xbf", "\xf4\x8f\xbf\xbf"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        assert_int_equal(utf8_check(ok[i]), 0);
+    static const struct { const char *in; size_t at; } bad[] = {
+        {"ab\xff" "c", 3},             /* never valid */
+        {"k\xc3", 2},                  /* truncated at the end */
+        {"x\xc3(", 2},                 /* a bad continuation */
+        {"\x80", 1},                   /* a lone continuation */
+        {"ok\xc0\xaf", 3},             /* overlong '/' */
+        {"\xe0\x80\xaf", 1},          /* overlong, three bytes */
+        {"\xed\xa0\x80", 1},          /* a surrogate */
+        {"\xf4\x90\x80\x80", 1},      /* above U+10FFFF */
+        {"\xf5\x80\x80\x80", 1},
+        {"caf\xc3\xa9\xe2\x82", 6},   /* a valid character, then a truncated one */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(utf8_check(bad[i].in), bad[i].at);
+}
+
+/* The submit request check the CLI and the daemon share: every field, both sides of each bound. */
+static void test_submit_request(void **state)
+{
+    static const char *const ok[] = {
+        "{}",
+        "{\"cpus\": 1, \"gpus\": 0, \"priority\": -1000000, \"retries\": 1000}",
+        "{\"gpu_mem\": 1, \"mem\": 9223372036854775807, \"timeout_ms\": 1, \"stall_ms\": 1}",
+        "{\"timeout_ms\": 1000000000000000, \"gpus\": 64, \"cpus\": null}",
+        "{\"backoff\": [0, 1000000000000], \"after\": [3], \"after_any\": []}",
+        "{\"array\": {\"index\": [0, 5, 100000000], \"limit\": 0}}",
+        "{\"array\": {\"index\": [1]}, \"hold\": false, \"exclusive\": true}",
+        "{\"name\": \"n\", \"key\": \"k\", \"profile\": \"p\", \"env\": {\"A\": \"\"}}",
+    };
+    static const char *const bad[] = {
+        "{\"cpus\": 0}", "{\"cpus\": 1000001}", "{\"gpus\": 65}", "{\"gpus\": -1}",
+        "{\"gpu_mem\": 0}", "{\"mem\": 0}", "{\"timeout_ms\": 0}",
+        "{\"timeout_ms\": 1000000000000001}", "{\"stall_ms\": 0}", "{\"retries\": 1001}",
+        "{\"priority\": 1000001}", "{\"cpus\": 1.5}", "{\"gpus\": \"2\"}",
+        "{\"backoff\": []}", "{\"backoff\": [1, 1, 1, 1, 1, 1, 1, 1, 1]}",
+        "{\"backoff\": [1000000000001]}", "{\"backoff\": [-1]}", "{\"backoff\": 5}",
+        "{\"after\": [0]}", "{\"after_any\": \"3\"}",
+        "{\"array\": {\"index\": []}}", "{\"array\": {\"index\": [1, 1]}}",
+        "{\"array\": {\"index\": [2, 1]}}", "{\"array\": {\"index\": [100000001]}}",
+        "{\"array\": {\"index\": [-1]}}", "{\"array\": {\"index\": [1], \"limit\": -1}}",
+        "{\"array\": {\"index\": [1], \"limit\": 1000001}}", "{\"array\": [1]}",
+        "{\"hold\": 1}", "{\"exclusive\": \"yes\"}", "{\"exclusive\": true, \"gpu_mem\": 5}",
+        "{\"name\": \"\"}", "{\"key\": 5}", "{\"env\": {\"A=B\": \"x\"}}",
+        "{\"env\": {\"\": \"x\"}}", "{\"env\": {\"A\": 1}}", "{\"env\": []}",
+        "{\"command\": []}", "{\"command\": [\"\"]}", "{\"command\": [\"a\", 1]}",
+        "{\"command\": \"true\"}", "{\"workdir\": \"relative\"}",
+        "{\"workdir\": \"/nonexistent/dir\"}", "{\"workdir\": \"/dev/null\"}",
+        "{\"workdir\": null}",
+    };
+    char *why = NULL;
+    json_error_t jerr;
+    for (int pass = 0; pass < 2; pass++) {
+        const char *const *list = pass == 0 ? ok : bad;
+        size_t n = pass == 0 ? sizeof ok / sizeof ok[0] : sizeof bad / sizeof bad[0];
+        for (size_t i = 0; i < n; i++) {
+            json_t *req = json_loads(list[i], 0, &jerr);
+            assert_non_null(req);
+            if (json_object_get(req, "command") == NULL)
+                json_object_set_new(req, "command", json_pack("[s]", "true"));
+            if (json_object_get(req, "workdir") == NULL)
+                json_object_set_new(req, "workdir", json_string("/"));
+            int rc = request_check_submit(req, &why);
+            if (rc != (pass == 0 ? 0 : -1))
+                fail_msg("%s: %s", list[i], pass == 0 ? why : "accepted");
+            if (pass == 1) {
+                assert_non_null(why);
+                free(why);
+                why = NULL;
+            }
+            json_decref(req);
+        }
+    }
+    /* The exec limits, through the same check. */
+    json_t *req = json_pack("{s:[s,s],s:s}", "command", "echo", "", "workdir", "/");
+    char *big = calloc(LIMIT_EXEC_STRING + 1, 1);
+    memset(big, 'x', LIMIT_EXEC_STRING);
+    json_array_set_new(json_object_get(req, "command"), 1, json_string(big));
+    assert_int_equal(request_check_submit(req, &why), -1);
+    assert_non_null(strstr(why, "argument 2 of the command"));
+    assert_non_null(strstr(why, "LIMIT_EXEC_STRING"));
+    free(why);
+    big[LIMIT_EXEC_STRING - 1] = '\0';
+    json_array_set_new(json_object_get(req, "command"), 1, json_string(big));
+    assert_int_equal(request_check_submit(req, &why), 0);
+    big[120000] = '\0';
+    json_t *env = json_object();
+    for (int i = 0; i < 8; i++)
+        json_object_set_new(env, (char[]){'V', (char)('0' + i), '\0'}, json_string(big));
+    json_object_set_new(req, "env", env);
+    assert_int_equal(request_check_submit(req, &why), -1);
+    assert_non_null(strstr(why, "LIMIT_EXEC_TOTAL"));
+    free(why);
+    free(big);
+    json_decref(req);
+}
+
 static void test_fake_gpus(void **state)
 {
     struct gpu_inventory inv;
@@ -182,6 +286,18 @@ static void test_nvidia_smi_sample(void **state)
     assert_int_equal(s.nprocs, -1); /* no process list asked for: unknown */
     assert_int_equal(gpu_parse_smi_sample(gpus, apps, &c, &s), -1); /* not listed: vanished */
     assert_false(s.ok);
+    /* Figures too large to convert are unknown, not undefined behaviour (found by fuzz_gpu). */
+    const char *huge = "GPU-aa, 3444460000000000, 1e300, 3444460000000, inf, 1e12, 1e300\n";
+    const char *huge_apps = "GPU-aa, 1e30, 5\nGPU-aa, 7, 1e300\n";
+    assert_int_equal(gpu_parse_smi_sample(huge, huge_apps, &a, &s), 0);
+    assert_true(s.mem_used == NVML_UNKNOWN_U64 && s.mem_total == NVML_UNKNOWN_U64);
+    assert_int_equal(s.util, -1);
+    assert_int_equal(s.mem_util, -1);
+    assert_int_equal(s.temp_c, -1);
+    assert_int_equal(s.power_mw, -1);
+    assert_int_equal(s.nprocs, 1);
+    assert_int_equal(s.procs[0].pid, 7);
+    assert_true(s.procs[0].mem == NVML_UNKNOWN_U64);
 }
 
 int main(void)
@@ -191,7 +307,8 @@ int main(void)
         cmocka_unit_test(test_ints_and_ids),    cmocka_unit_test(test_backoff),
         cmocka_unit_test(test_arrays),          cmocka_unit_test(test_formatting),
         cmocka_unit_test(test_fake_gpus),       cmocka_unit_test(test_nvidia_smi_output),
-        cmocka_unit_test(test_nvidia_smi_sample),
+        cmocka_unit_test(test_nvidia_smi_sample), cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_submit_request),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
