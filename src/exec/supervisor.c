@@ -7,9 +7,9 @@
  * signal, writes the status into the reserved space and leaves, with _exit only.
  */
 #include "exec/exec-internal.h"
+#include "util/io.h"
 #include "util/xalloc.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -81,26 +81,6 @@ static void supervisor_reset_signals(void)
         sigaction(sig, &dfl, NULL); /* fails, harmlessly, for SIGKILL, SIGSTOP and libc's own */
 }
 
-static void supervisor_close_from(int first)
-{
-    if (close_range((unsigned)first, ~0U, 0) == 0)
-        return;
-    /* A kernel older than 5.9. */
-    DIR *dir = opendir("/proc/self/fd");
-    if (dir == NULL) {
-        for (long fd = first; fd < sysconf(_SC_OPEN_MAX); fd++)
-            close((int)fd);
-        return;
-    }
-    struct dirent *entry;
-    while ((entry = readdir(dir)) != NULL) {
-        int fd = atoi(entry->d_name);
-        if (fd >= first && fd != dirfd(dir))
-            close(fd);
-    }
-    closedir(dir);
-}
-
 /* Moves the three kept descriptors to their fixed numbers, closes all others, and points 0, 1 and
  * 2 at /dev/null: a surviving supervisor must not hold the daemon's socket, database or lock. */
 static int supervisor_setup_fds(int lock_fd, int dir_fd, int ready_fd)
@@ -117,7 +97,7 @@ static int supervisor_setup_fds(int lock_fd, int dir_fd, int ready_fd)
     for (int i = 0; i < 3; i++)
         if (dup3(high[i], to[i], O_CLOEXEC) == -1)
             return -1;
-    supervisor_close_from(SUPERVISOR_FIRST_FREE_FD);
+    io_close_from(SUPERVISOR_FIRST_FREE_FD);
 
     int null = open("/dev/null", O_RDWR);
     if (null == -1)

@@ -7,8 +7,9 @@ export DROVER_FAKE_GPUS=2x16G DROVER_FAKE_CPUS=2
 KILLS=${KILLS:-12}
 : > "$TMP/ids"
 log="$TMP/runs.log"
-# Each task logs its start and its end; a task that ran to the end twice would log two ends.
-job="echo start \$DROVER_TASK_ID \$DROVER_ATTEMPT >> $log; sleep 0.\$((RANDOM % 3)); echo end \$DROVER_TASK_ID >> $log"
+# Each task logs its start and its end; a task that ran to the end twice would log two ends. Its
+# length varies with its pid (dash, which runs sh -c, has no $RANDOM).
+job="echo start \$DROVER_TASK_ID \$DROVER_ATTEMPT >> $log; sleep 0.\$((\$$ % 3)); echo end \$DROVER_TASK_ID >> $log"
 
 t "submit while the daemon is killed $KILLS times"
 submitter() {
