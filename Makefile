@@ -1,5 +1,7 @@
-# Thin wrapper over CMake. `make` builds build/drover; `make check` runs every test; `make demo`
-# shows drover on a fake GPU inventory.
+# Thin wrapper over CMake. `make` builds build/drover (and checks the layers: docs/ARCHITECTURE.md);
+# `make check` runs every test, listing those that cannot run on this machine as skipped
+# (DROVER_NO_SKIP=1 makes them fail, as in CI: .ci/run); `make demo` shows drover on a fake GPU
+# inventory.
 BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 

@@ -30,17 +30,26 @@ struct cmd_args {
 };
 
 struct cmd_entry {
-    const char *name;
+    const char *name;            /* what errors begin with: "drover NAME: …" */
     const char *usage;
     const char *summary;
     const struct cmd_opt *opts;  /* terminated by {NULL} */
     int min_args, max_args;      /* positional; max -1 = any */
     bool command_tail;           /* positional arguments are a command: stop parsing options */
     int (*exec)(const struct cmd_entry *cmd, struct cmd_args *args);
+    /* A command made of subcommands (drover exp run|ls|…): the word after the command picks
+     * one, which has its own usage, options and arguments (NULL-terminated; the command then
+     * has no opts or exec of its own). A subcommand's `sub` is its word; its name, the
+     * command's. */
+    const struct cmd_entry *const *subcommands;
+    const char *sub;
 };
 
 /* The value of option `name`, or NULL if it was not given. */
 const char *cmd_opt(const struct cmd_entry *cmd, const struct cmd_args *args, const char *name);
+/* Every value of repeatable option `name`, NULL-terminated (NULL if none), their count in *n. */
+char *const *cmd_opt_values(const struct cmd_entry *cmd, const struct cmd_args *args,
+                            const char *name, size_t *n);
 /* Prints "drover CMD: MSG" on stderr and returns EXIT_USAGE. */
 int cmd_usage_error(const struct cmd_entry *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -1,8 +1,10 @@
 /* drover exp run|ls|show|export|stop|resume: experiments from YAML templates (exp/template.c
  * reads and expands them here, in the client; the daemon stores and runs the tasks, reads what
- * they report, and stops trials early). */
+ * they report, and stops trials early). Each subcommand is an entry of its own, with its own
+ * options and arguments (cli/commands.c dispatches on the word after `exp`). */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,58 +16,15 @@
 #include "util/parse.h"
 #include "util/xalloc.h"
 
-static const struct cmd_opt exp_opts[] = {
-    {"set", 0, true, true, "run: KEY=VALUE overrides a spec value, e.g. hyperparameters.lr=0.1"},
-    {"dry-run", 0, false, false, "run: print the tasks it would create, create nothing"},
-    {"json", 0, false, false, "ls, show: print JSON"},
-    {"format", 0, true, false, "export: csv or json (default csv)"},
-    {NULL, 0, false, false, NULL},
-};
-
-static const char *const *exp_values(const struct cmd_entry *cmd, struct cmd_args *args,
-                                     const char *name, size_t *n)
+/* The exp_run request for def, checked as the daemon will check it (exp/request.h); NULL after
+ * saying why, with *rc. */
+static json_t *exp_request(const struct cmd_entry *cmd, const struct exp_def *def, unsigned seed,
+                           int *rc)
 {
-    *n = 0;
-    for (int i = 0; cmd->opts[i].name; i++)
-        if (strcmp(cmd->opts[i].name, name) == 0) {
-            *n = (size_t)args->nvalues[i];
-            return (const char *const *)args->values[i];
-        }
-    return NULL;
-}
-
-static int exp_run(const struct cmd_entry *cmd, struct cmd_args *args)
-{
-    if (args->argc != 2)
-        return cmd_usage_error(cmd, "usage: drover exp run FILE.yaml [--set KEY=VALUE …] [--dry-run]");
-    size_t nsets;
-    const char *const *sets = exp_values(cmd, args, "set", &nsets);
-    struct exp_def *def;
-    char *err;
-    unsigned seed = (unsigned)time(NULL);
-    for (size_t i = 0; i < nsets; i++) {
-        size_t bad = utf8_check(sets[i]);
-        if (bad > 0)
-            return cmd_usage_error(cmd, "--set #%zu: not valid UTF-8 (byte %zu)", i + 1, bad);
-    }
-    if (exp_load(args->argv[1], (char *const *)sets, nsets, seed, &def, &err) < 0) {
-        int rc = cmd_usage_error(cmd, "%s", err);
-        free(err);
-        return rc;
-    }
-    json_t *warning;
-    size_t w;
-    json_array_foreach(def->warnings, w, warning) /* an unquoted ${…} in sh -c */
-        fprintf(stderr, "drover %s: %s\n", cmd->name, json_string_value(warning));
-    if (cmd_opt(cmd, args, "dry-run")) {
-        exp_print_tasks(def, stdout);
-        exp_def_free(def);
-        return EXIT_OK;
-    }
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof cwd) == NULL) {
-        exp_def_free(def);
-        return cmd_usage_error(cmd, "cannot read the working directory");
+        *rc = cmd_usage_error(cmd, "cannot read the working directory");
+        return NULL;
     }
     json_t *tasks = json_array();
     for (size_t i = 0; i < def->ntasks; i++)
@@ -79,33 +38,102 @@ static int exp_run(const struct cmd_entry *cmd, struct cmd_args *args)
     json_object_set_new(req, "space", json_integer((json_int_t)def->space));
     json_object_set_new(req, "seed", json_integer(seed));
     json_t *env = out_environment(cmd, NULL);
-    int rc = env == NULL ? EXIT_USAGE : 0;
+    *rc = env == NULL ? EXIT_USAGE : 0;
     json_object_set_new(req, "env", env);
-    if (rc || (rc = client_set_string(cmd, req, "name", "the experiment's name", def->name)) ||
-        (rc = client_set_string(cmd, req, "workdir", "the working directory", cwd))) {
+    if (*rc || (*rc = client_set_string(cmd, req, "name", "the experiment's name", def->name)) ||
+        (*rc = client_set_string(cmd, req, "workdir", "the working directory", cwd))) {
         json_decref(req);
-        exp_def_free(def);
-        return rc;
+        return NULL;
     }
-    char *why; /* the checks the daemon makes too (exp/request.h) */
+    char *why; /* the checks the daemon makes too */
     if (exp_request_check(req, NULL, &why) < 0) {
-        rc = cmd_usage_error(cmd, "%s", why);
+        *rc = cmd_usage_error(cmd, "%s", why);
         free(why);
         json_decref(req);
-        exp_def_free(def);
+        return NULL;
+    }
+    return req;
+}
+
+/* --dry-run, after the listing: the daemon checks the request against this machine (GPU types,
+ * memory, counts) without creating anything, and names each task that could never run here.
+ * Takes req. EXIT_FAILED if one cannot; EXIT_OK when none, or when no daemon can be reached to
+ * ask (which it says). */
+static int exp_fit_check(const struct cmd_entry *cmd, const char *name, json_t *req)
+{
+    const char *no = getenv("DROVER_NO_AUTOSTART");
+    int fd = client_connect(cmd->name, !(no && strcmp(no, "1") == 0)), rc;
+    if (fd < 0) {
+        fprintf(stderr, "drover %s: fit against this machine was not checked: no daemon answers"
+                        " (%s%s)\n", cmd->name, strerror(errno),
+                no && strcmp(no, "1") == 0 ? "; DROVER_NO_AUTOSTART=1" : "");
+        json_decref(req);
+        return EXIT_OK;
+    }
+    close(fd); /* one answers: ask it */
+    json_object_set_new(req, "dry_run", json_true());
+    json_t *reply = client_call(cmd->name, req, &rc), *problem;
+    if (reply == NULL)
+        return rc;
+    if (!json_is_true(json_object_get(reply, "dry_run"))) {
+        fprintf(stderr, "drover %s: this daemon does not know dry runs and created experiment"
+                        " %s; drover exp stop %s\n", cmd->name, name, name);
+        json_decref(reply);
+        return EXIT_FAILED;
+    }
+    json_t *problems = json_object_get(reply, "problems");
+    size_t i;
+    json_array_foreach(problems, i, problem)
+        fprintf(stderr, "drover %s: %s\n", cmd->name, json_string_value(problem));
+    if (json_array_size(problems) == 0)
+        printf("checked against this machine: every task can run here\n");
+    rc = json_array_size(problems) > 0 ? EXIT_FAILED : EXIT_OK;
+    json_decref(reply);
+    return rc;
+}
+
+static int exp_run(const struct cmd_entry *cmd, struct cmd_args *args)
+{
+    size_t nsets;
+    char *const *sets = cmd_opt_values(cmd, args, "set", &nsets);
+    struct exp_def *def;
+    char *err;
+    unsigned seed = (unsigned)time(NULL);
+    for (size_t i = 0; i < nsets; i++) {
+        size_t bad = utf8_check(sets[i]);
+        if (bad > 0)
+            return cmd_usage_error(cmd, "--set #%zu: not valid UTF-8 (byte %zu)", i + 1, bad);
+    }
+    if (exp_load(args->argv[0], sets, nsets, seed, &def, &err) < 0) {
+        int rc = cmd_usage_error(cmd, "%s", err);
+        free(err);
         return rc;
     }
-    json_t *reply = client_call(cmd->name, req, &rc);
-    if (reply != NULL) {
-        json_t *ids = json_object_get(reply, "ids");
-        printf("experiment %s: %zu task%s (%lld", def->name, json_array_size(ids),
-               json_array_size(ids) == 1 ? "" : "s",
-               (long long)json_integer_value(json_array_get(ids, 0)));
-        if (json_array_size(ids) > 1)
-            printf("-%lld", (long long)json_integer_value(json_array_get(ids, json_array_size(ids) - 1)));
-        printf("); drover exp show %s\n", def->name);
-        json_decref(reply);
-        rc = EXIT_OK;
+    json_t *warning;
+    size_t w;
+    json_array_foreach(def->warnings, w, warning) /* an unquoted ${…} in sh -c */
+        fprintf(stderr, "drover %s: %s\n", cmd->name, json_string_value(warning));
+    bool dry_run = cmd_opt(cmd, args, "dry-run") != NULL;
+    if (dry_run) {
+        exp_print_tasks(def, stdout);
+        fflush(stdout); /* before what the check says on stderr */
+    }
+    int rc;
+    json_t *req = exp_request(cmd, def, seed, &rc);
+    if (req != NULL && dry_run) {
+        rc = exp_fit_check(cmd, def->name, req);
+    } else if (req != NULL) {
+        json_t *reply = client_call(cmd->name, req, &rc);
+        if (reply != NULL) {
+            json_t *ids = json_object_get(reply, "ids");
+            size_t n = json_array_size(ids);
+            printf("experiment %s: %zu task%s (%lld", def->name, n, n == 1 ? "" : "s",
+                   (long long)json_integer_value(json_array_get(ids, 0)));
+            if (n > 1)
+                printf("-%lld", (long long)json_integer_value(json_array_get(ids, n - 1)));
+            printf("); drover exp show %s\n", def->name);
+            json_decref(reply);
+        }
     }
     exp_def_free(def);
     return rc;
@@ -176,13 +204,13 @@ static const char *exp_number(json_t *v, char *buf, size_t len)
     return buf;
 }
 
-static int exp_show(const struct cmd_entry *cmd, struct cmd_args *args, bool export_csv,
-                    bool export_json)
+/* An experiment as a leaderboard (show), as JSON (show --json), or its trials (export). */
+enum exp_view { EXP_TABLE, EXP_JSON, EXP_CSV, EXP_TRIALS_JSON };
+
+static int exp_view(const struct cmd_entry *cmd, const char *name, enum exp_view view)
 {
-    if (args->argc != 2)
-        return cmd_usage_error(cmd, "give one experiment name");
     json_t *req = client_request("exp_show");
-    int rc = client_set_string(cmd, req, "name", "the experiment name", args->argv[1]);
+    int rc = client_set_string(cmd, req, "name", "the experiment name", name);
     if (rc) {
         json_decref(req);
         return rc;
@@ -194,9 +222,9 @@ static int exp_show(const struct cmd_entry *cmd, struct cmd_args *args, bool exp
     const char *metric = json_string_value(json_object_get(reply, "metric"));
     json_t *trials = json_object_get(reply, "trials"), *t;
     size_t i;
-    if (export_json || (cmd_opt(cmd, args, "json") && !export_csv)) {
-        out_json(export_json ? trials : reply);
-    } else if (export_csv) {
+    if (view == EXP_JSON || view == EXP_TRIALS_JSON) {
+        out_json(view == EXP_TRIALS_JSON ? trials : reply);
+    } else if (view == EXP_CSV) {
         printf("trial,task,state,params,%s,gpu_hours,stop_reason\n", metric ? metric : "metric");
         json_array_foreach(trials, i, t) {
             char params[512], best[32];
@@ -250,10 +278,8 @@ static int exp_show(const struct cmd_entry *cmd, struct cmd_args *args, bool exp
 static int exp_control(const struct cmd_entry *cmd, struct cmd_args *args, const char *op,
                        const char *verb)
 {
-    if (args->argc != 2)
-        return cmd_usage_error(cmd, "give one experiment name");
     json_t *req = client_request(op);
-    int rc = client_set_string(cmd, req, "name", "the experiment name", args->argv[1]);
+    int rc = client_set_string(cmd, req, "name", "the experiment name", args->argv[0]);
     if (rc) {
         json_decref(req);
         return rc;
@@ -261,44 +287,85 @@ static int exp_control(const struct cmd_entry *cmd, struct cmd_args *args, const
     json_t *reply = client_call(cmd->name, req, &rc);
     if (reply == NULL)
         return rc;
-    printf("experiment %s %s (%lld tasks)\n", args->argv[1], verb,
+    printf("experiment %s %s (%lld tasks)\n", args->argv[0], verb,
            (long long)json_integer_value(json_object_get(reply, "tasks")));
     json_decref(reply);
     return EXIT_OK;
 }
 
-static int exp_exec(const struct cmd_entry *cmd, struct cmd_args *args)
+
+static int exp_show(const struct cmd_entry *cmd, struct cmd_args *args)
 {
-    const char *sub = args->argv[0];
-    if (strcmp(sub, "run") == 0)
-        return exp_run(cmd, args);
-    if (strcmp(sub, "ls") == 0)
-        return exp_ls(cmd, args);
-    if (strcmp(sub, "show") == 0)
-        return exp_show(cmd, args, false, false);
-    if (strcmp(sub, "export") == 0) {
-        const char *format = cmd_opt(cmd, args, "format");
-        if (format != NULL && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
-            return cmd_usage_error(cmd, "--format %s: expected csv or json", format);
-        bool json = format != NULL && strcmp(format, "json") == 0;
-        return exp_show(cmd, args, !json, json);
-    }
-    if (strcmp(sub, "stop") == 0)
-        return exp_control(cmd, args, "exp_stop", "stopped");
-    if (strcmp(sub, "resume") == 0)
-        return exp_control(cmd, args, "exp_resume", "resumed");
-    return cmd_usage_error(cmd, "unknown subcommand '%s' (run, ls, show, export, stop, resume)",
-                           sub);
+    return exp_view(cmd, args->argv[0], cmd_opt(cmd, args, "json") ? EXP_JSON : EXP_TABLE);
 }
+
+static int exp_export(const struct cmd_entry *cmd, struct cmd_args *args)
+{
+    const char *format = cmd_opt(cmd, args, "format");
+    if (format != NULL && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
+        return cmd_usage_error(cmd, "--format %s: expected csv or json", format);
+    bool json = format != NULL && strcmp(format, "json") == 0;
+    return exp_view(cmd, args->argv[0], json ? EXP_TRIALS_JSON : EXP_CSV);
+}
+
+static int exp_stop(const struct cmd_entry *cmd, struct cmd_args *args)
+{
+    return exp_control(cmd, args, "exp_stop", "stopped");
+}
+
+static int exp_resume(const struct cmd_entry *cmd, struct cmd_args *args)
+{
+    return exp_control(cmd, args, "exp_resume", "resumed");
+}
+
+static const struct cmd_opt exp_run_opts[] = {
+    {"set", 0, true, true, "KEY=VALUE first: hyperparameters.lr=0.1, metadata.name=NAME, …"},
+    {"dry-run", 0, false, false, "print the tasks and check them here; create nothing"},
+    {NULL, 0, false, false, NULL},
+};
+static const struct cmd_opt exp_json_opts[] = {
+    {"json", 0, false, false, "print JSON"},
+    {NULL, 0, false, false, NULL},
+};
+static const struct cmd_opt exp_export_opts[] = {
+    {"format", 0, true, false, "csv or json (default csv)"},
+    {NULL, 0, false, false, NULL},
+};
+static const struct cmd_opt exp_no_opts[] = {{NULL, 0, false, false, NULL}};
+
+static const struct cmd_entry exp_run_entry = {
+    .name = "exp", .sub = "run", .usage = "exp run FILE.yaml [--set KEY=VALUE …] [--dry-run]",
+    .summary = "create an experiment's tasks from a template", .opts = exp_run_opts,
+    .min_args = 1, .max_args = 1, .exec = exp_run};
+static const struct cmd_entry exp_ls_entry = {
+    .name = "exp", .sub = "ls", .usage = "exp ls [--json]",
+    .summary = "list experiments, with their tasks by state", .opts = exp_json_opts,
+    .min_args = 0, .max_args = 0, .exec = exp_ls};
+static const struct cmd_entry exp_show_entry = {
+    .name = "exp", .sub = "show", .usage = "exp show NAME [--json]",
+    .summary = "an experiment's leaderboard", .opts = exp_json_opts,
+    .min_args = 1, .max_args = 1, .exec = exp_show};
+static const struct cmd_entry exp_export_entry = {
+    .name = "exp", .sub = "export", .usage = "exp export NAME [--format csv|json]",
+    .summary = "write an experiment's trials", .opts = exp_export_opts,
+    .min_args = 1, .max_args = 1, .exec = exp_export};
+static const struct cmd_entry exp_stop_entry = {
+    .name = "exp", .sub = "stop", .usage = "exp stop NAME",
+    .summary = "cancel every live task of an experiment", .opts = exp_no_opts,
+    .min_args = 1, .max_args = 1, .exec = exp_stop};
+static const struct cmd_entry exp_resume_entry = {
+    .name = "exp", .sub = "resume", .usage = "exp resume NAME",
+    .summary = "release the held trials of a paused experiment", .opts = exp_no_opts,
+    .min_args = 1, .max_args = 1, .exec = exp_resume};
+
+static const struct cmd_entry *const exp_subcommands[] = {
+    &exp_run_entry,  &exp_ls_entry,   &exp_show_entry, &exp_export_entry,
+    &exp_stop_entry, &exp_resume_entry, NULL,
+};
 
 const struct cmd_entry cmd_exp = {
     .name = "exp",
-    .usage = "exp run FILE.yaml [--set KEY=VALUE …] [--dry-run] | exp ls [--json] | "
-             "exp show NAME [--json] | exp export NAME [--format csv|json] | exp stop NAME | "
-             "exp resume NAME",
+    .usage = "exp run|ls|show|export|stop|resume …",
     .summary = "experiments: YAML templates, sweeps, early stopping, the leaderboard",
-    .opts = exp_opts,
-    .min_args = 1,
-    .max_args = 2,
-    .exec = exp_exec,
+    .subcommands = exp_subcommands,
 };

@@ -4,6 +4,7 @@
 #include "util/xalloc.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,24 +16,23 @@ static const struct cmd_opt ls_opts[] = {
     {NULL, 0, false, false, NULL},
 };
 
-/* "0,1" from the latest attempt's GPUs (JSON text), or "(2)" for GPUs asked but not yet given. */
-static void ls_gpus(const char *gpus_text, long long asked, char *buf, size_t len)
+/* "0,1" from the latest attempt's GPUs, or "(2)" for GPUs asked but not yet given. */
+static void ls_gpus(const json_t *gpus, long long asked, char *buf, size_t len)
 {
-    json_t *gpus = json_loads(gpus_text, 0, NULL), *g;
+    json_t *g;
     size_t i, off = 0;
     buf[0] = '\0';
     json_array_foreach(gpus, i, g)
         off += (size_t)snprintf(buf + off, len > off ? len - off : 0, "%s%lld", i ? "," : "",
                                 (long long)json_integer_value(g));
-    json_decref(gpus);
     if (off == 0)
         snprintf(buf, len, asked > 0 ? "(%lld)" : "-", asked);
 }
 
-/* The command from its JSON text, shell-like, cut at about 60 characters. */
-static void ls_command(const char *text, char *buf, size_t len)
+/* The command, shell-like, cut at about 60 characters. */
+static void ls_command(const json_t *cmd, char *buf, size_t len)
 {
-    json_t *cmd = json_loads(text, 0, NULL), *a;
+    json_t *a;
     size_t i, off = 0;
     buf[0] = '\0';
     json_array_foreach(cmd, i, a) {
@@ -40,7 +40,6 @@ static void ls_command(const char *text, char *buf, size_t len)
             break;
         off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", json_string_value(a));
     }
-    json_decref(cmd);
     char *w = buf; /* runs of white space (a script's newlines and indentation) become one */
     for (char *r = buf; *r; r++)
         if (!(isspace((unsigned char)*r) && w > buf && w[-1] == ' '))
@@ -50,29 +49,62 @@ static void ls_command(const char *text, char *buf, size_t len)
         strcpy(buf + 57, "...");
 }
 
-static long long row_int(json_t *row, size_t i)
+/* The fields the table shows, found by name in the brief reply's "columns" (store_list_brief:
+ * the keys of the ls --json objects), so that the daemon's column order is no contract. */
+enum ls_field {
+    LS_ID, LS_NAME, LS_STATE, LS_PRIORITY, LS_GPUS_ASKED, LS_ATTEMPTS, LS_EXIT_CODE, LS_START,
+    LS_END, LS_COMMAND, LS_GPUS, LS_NFIELDS
+};
+static const char *const ls_keys[LS_NFIELDS] = {
+    "id", "name", "state", "priority", "request.gpus", "attempts", "exit_code", "start_time",
+    "attempt_end_time", "command", "gpus",
+};
+
+/* Fills at[] with each field's index in columns. Returns 0, or -1 naming the missing one. */
+static int ls_columns(const json_t *columns, size_t at[LS_NFIELDS])
+{
+    for (int f = 0; f < LS_NFIELDS; f++) {
+        size_t i;
+        json_t *c;
+        at[f] = SIZE_MAX;
+        json_array_foreach(columns, i, c)
+            if (json_is_string(c) && strcmp(json_string_value(c), ls_keys[f]) == 0)
+                at[f] = i;
+        if (at[f] == SIZE_MAX) {
+            fprintf(stderr, "drover ls: the daemon's listing has no column '%s'\n", ls_keys[f]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static long long row_int(const json_t *row, size_t i)
 {
     return (long long)json_integer_value(json_array_get(row, i));
 }
 
-/* One row of store_list_brief: [id, name, state, priority, gpus asked, attempts, exit code,
- * start, end, command, gpus given]. */
-static void ls_row(struct table *t, json_t *row, long long now)
+/* One row of a brief listing; at[] from ls_columns. */
+static void ls_row(struct table *t, const json_t *row, const size_t at[LS_NFIELDS],
+                   long long now)
 {
     char id[24], pri[16], att[16], exit_code[16] = "-", gpus[64], when[32] = "-", command[64];
-    const char *state = json_string_value(json_array_get(row, 2));
-    const char *name = json_string_value(json_array_get(row, 1));
-    snprintf(id, sizeof id, "%lld", row_int(row, 0));
-    snprintf(pri, sizeof pri, "%lld", row_int(row, 3));
-    snprintf(att, sizeof att, "%lld", row_int(row, 5));
-    if (json_is_integer(json_array_get(row, 6)))
-        snprintf(exit_code, sizeof exit_code, "%lld", row_int(row, 6));
-    if (json_is_integer(json_array_get(row, 7))) {
-        bool ended = json_is_integer(json_array_get(row, 8)) && strcmp(state, "running") != 0;
-        format_duration((ended ? row_int(row, 8) : now) - row_int(row, 7), when, sizeof when);
+    const char *state = json_string_value(json_array_get(row, at[LS_STATE]));
+    const char *name = json_string_value(json_array_get(row, at[LS_NAME]));
+    if (state == NULL)
+        state = "?";
+    snprintf(id, sizeof id, "%lld", row_int(row, at[LS_ID]));
+    snprintf(pri, sizeof pri, "%lld", row_int(row, at[LS_PRIORITY]));
+    snprintf(att, sizeof att, "%lld", row_int(row, at[LS_ATTEMPTS]));
+    if (json_is_integer(json_array_get(row, at[LS_EXIT_CODE])))
+        snprintf(exit_code, sizeof exit_code, "%lld", row_int(row, at[LS_EXIT_CODE]));
+    if (json_is_integer(json_array_get(row, at[LS_START]))) {
+        bool ended = json_is_integer(json_array_get(row, at[LS_END])) &&
+                     strcmp(state, "running") != 0;
+        format_duration((ended ? row_int(row, at[LS_END]) : now) - row_int(row, at[LS_START]),
+                        when, sizeof when);
     }
-    ls_gpus(json_string_value(json_array_get(row, 10)), row_int(row, 4), gpus, sizeof gpus);
-    ls_command(json_string_value(json_array_get(row, 9)), command, sizeof command);
+    ls_gpus(json_array_get(row, at[LS_GPUS]), row_int(row, at[LS_GPUS_ASKED]), gpus, sizeof gpus);
+    ls_command(json_array_get(row, at[LS_COMMAND]), command, sizeof command);
     const char *cells[] = {id, name ? name : "-", state, pri, gpus, att, exit_code, when,
                            command};
     table_add(t, cells, out_state_color(state));
@@ -90,7 +122,7 @@ static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
         return EXIT_USAGE;
     }
     if (!cmd_opt(cmd, args, "json"))
-        json_object_set_new(req, "brief", json_true()); /* rows as arrays: far cheaper */
+        json_object_set_new(req, "brief", json_true()); /* only the columns shown */
     json_t *reply = client_call(cmd->name, req, &rc);
     if (reply == NULL)
         return rc;
@@ -104,9 +136,14 @@ static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        size_t at[LS_NFIELDS];
+        if (ls_columns(json_object_get(reply, "columns"), at) < 0) {
+            json_decref(reply);
+            return EXIT_FAILED;
+        }
         struct table *t = table_new(9, head);
         json_array_foreach(tasks, i, task)
-            ls_row(t, task, now);
+            ls_row(t, task, at, now);
         table_print(t, stdout);
         table_free(t);
     }

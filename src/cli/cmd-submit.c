@@ -1,8 +1,10 @@
 /* drover submit [options] -- CMD [ARGS…]: prints only the new task's id (one per line for
- * an array). The flags are parsed here into a request, which is then checked with
- * request_check_submit() — the code the daemon runs on it too (util/request.h); what depends on
- * the machine (GPU counts, memory, known ids) only the daemon checks. Nothing is stored on any
- * error. */
+ * an array). The options are the fields of a task request (util/request.def): each flag's name,
+ * help and kind of value come from that table, and its value is parsed here by kind (sizes,
+ * durations, ids, …) into the request, which is then checked with request_check_submit() — the
+ * code the daemon runs on it too, so that ranges are the table's alone and a value out of one
+ * gets the same words from both. What depends on the machine (GPU counts and names, memory,
+ * known ids) only the daemon checks. Nothing is stored on any error. */
 #include "cli/cli.h"
 #include "util/parse.h"
 #include "util/proto.h"
@@ -10,33 +12,22 @@
 #include "util/xalloc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 static const struct cmd_opt submit_opts[] = {
-    {"name", 0, true, false, "a name for the task"},
-    {"gpus", 0, true, false, "GPUs needed (default 0: CPU-only)"},
-    {"gpu-mem", 0, true, false, "per-GPU memory claim, e.g. 10G: the GPU may be shared"},
-    {"cpus", 0, true, false, "CPUs needed (CPU-only tasks count 1 by default)"},
-    {"mem", 0, true, false, "host memory needed, e.g. 32G"},
-    {"priority", 0, true, false, "higher runs first (default 0)"},
-    {"after", 0, true, true, "ID[,ID…]: run when these succeeded"},
-    {"after-any", 0, true, true, "ID[,ID…]: run when these ended, however"},
-    {"retries", 0, true, false, "retry a failed attempt up to N times"},
-    {"backoff", 0, true, false, "seconds between retries, e.g. 5,30,60 (last repeats)"},
-    {"timeout", 0, true, false, "time limit per attempt: 90s, 15m, 2h"},
-    {"key", 0, true, false, "idempotency key: the same key returns the existing task"},
-    {"hold", 0, false, false, "submit held: it waits for drover release"},
-    {"profile", 0, true, false, "learn its GPU memory under this name (default: its command line)"},
-    {"exclusive", 0, false, false, "whole GPUs, even when a learned claim would share them"},
-    {"stall", 0, true, false, "no output and idle GPUs this long = hung: kill and retry"},
-    {"array", 0, true, false, "one task per index: 0-99, 1,5,9, 0-99%4 (4 at once)"},
-    {"workdir", 0, true, false, "working directory (default: the current one)"},
-    {"env", 0, true, true, "K=V: set an environment variable (repeatable)"},
+#define REQUEST_FIELD(key, option, type, min, max, doors, help)                                   \
+    {option, 0, REQUEST_##type != REQUEST_BOOL,                                                   \
+     REQUEST_##type == REQUEST_IDS || REQUEST_##type == REQUEST_ENV, help},
+#include "util/request.def"
+#undef REQUEST_FIELD
     {NULL, 0, false, false, NULL},
 };
+_Static_assert(sizeof submit_opts / sizeof submit_opts[0] <= CMD_MAX_OPTS + 1,
+               "drover submit has at most CMD_MAX_OPTS options");
 
 static int submit_bad(const struct cmd_entry *cmd, const char *opt, const char *value,
                       const char *why)
@@ -44,87 +35,113 @@ static int submit_bad(const struct cmd_entry *cmd, const char *opt, const char *
     return cmd_usage_error(cmd, "--%s '%s': %s", opt, value, why);
 }
 
-static int submit_ids(const struct cmd_entry *cmd, struct cmd_args *args, const char *opt,
-                      json_t *req, const char *key)
+/* Every value given to a repeatable option (NULL-terminated), or NULL. */
+static char *const *submit_values(const struct cmd_entry *cmd, const struct cmd_args *args,
+                                  const char *opt)
+{
+    for (int i = 0; i < CMD_MAX_OPTS && cmd->opts[i].name; i++)
+        if (strcmp(cmd->opts[i].name, opt) == 0)
+            return args->values[i];
+    return NULL;
+}
+
+static int submit_ids(const struct cmd_entry *cmd, struct cmd_args *args,
+                      const struct request_field *f, json_t *req)
 {
     const char *why;
+    char *const *values = submit_values(cmd, args, f->option);
     json_t *list = json_array();
-    int n = 0;
-    for (int i = 0; i < CMD_MAX_OPTS && cmd->opts[i].name; i++) {
-        if (strcmp(cmd->opts[i].name, opt) != 0)
-            continue;
-        n = args->nvalues[i];
-        for (int v = 0; v < n; v++) {
-            int64_t *ids;
-            size_t count;
-            if (parse_id_list(args->values[i][v], &ids, &count, &why) < 0) {
-                json_decref(list);
-                return submit_bad(cmd, opt, args->values[i][v], why);
-            }
-            for (size_t k = 0; k < count; k++)
-                json_array_append_new(list, json_integer(ids[k]));
-            free(ids);
+    for (size_t v = 0; values && values[v]; v++) {
+        int64_t *ids;
+        size_t count;
+        if (parse_id_list(values[v], &ids, &count, &why) < 0) {
+            json_decref(list);
+            return submit_bad(cmd, f->option, values[v], why);
         }
+        for (size_t k = 0; k < count; k++)
+            json_array_append_new(list, json_integer(ids[k]));
+        free(ids);
     }
-    json_object_set_new(req, key, list);
+    json_object_set_new(req, f->key, list);
     return 0;
 }
 
-/* Integer, size and duration options, with the ranges of the request table. */
-static int submit_numbers(const struct cmd_entry *cmd, struct cmd_args *args, json_t *req)
+/* A whole number, a size or a duration, as typed; its range is the request check's. */
+static int submit_number(const struct cmd_entry *cmd, const struct request_field *f,
+                         const char *v, json_t *req)
 {
     const char *why;
-    for (const struct request_number *num = request_numbers; num->key; num++) {
-        const char *v = cmd_opt(cmd, args, num->option);
-        long long n;
-        uint64_t size;
-        int64_t ms;
-        if (v == NULL)
-            continue;
-        if (num->unit == REQUEST_COUNT) {
-            if (parse_int(v, num->min, num->max, &n, &why) < 0)
-                return submit_bad(cmd, num->option, v, why);
-        } else if (num->unit == REQUEST_BYTES) {
-            if (parse_size(v, &size, &why) < 0)
-                return submit_bad(cmd, num->option, v, why);
-            if (size < (uint64_t)num->min || size > (uint64_t)num->max)
-                return submit_bad(cmd, num->option, v,
-                                  size == 0 ? "size must be above zero" : "size too large");
-            n = (long long)size;
-        } else {
-            if (parse_duration(v, &ms, &why) < 0)
-                return submit_bad(cmd, num->option, v, why);
-            if (ms < num->min || ms > num->max)
-                return submit_bad(cmd, num->option, v, "duration out of range");
-            n = ms;
-        }
-        json_object_set_new(req, num->key, json_integer(n));
+    long long n;
+    uint64_t size;
+    int64_t ms;
+    if (f->type == REQUEST_INT) {
+        if (parse_int(v, LLONG_MIN, LLONG_MAX, &n, &why) < 0)
+            return submit_bad(cmd, f->option, v, why);
+    } else if (f->type == REQUEST_SIZE) {
+        if (parse_size(v, &size, &why) < 0)
+            return submit_bad(cmd, f->option, v, why);
+        if (size > (uint64_t)LLONG_MAX)
+            return submit_bad(cmd, f->option, v, "size too large");
+        n = (long long)size;
+    } else {
+        if (parse_duration(v, &ms, &why) < 0)
+            return submit_bad(cmd, f->option, v, why);
+        n = ms;
     }
+    json_object_set_new(req, f->key, json_integer(n));
     return 0;
 }
 
-static int submit_env(const struct cmd_entry *cmd, struct cmd_args *args, json_t *req)
+static int submit_backoff(const struct cmd_entry *cmd, const struct request_field *f,
+                          const char *v, json_t *req)
 {
-    char *const *overrides = NULL;
-    for (int i = 0; cmd->opts[i].name; i++)
-        if (strcmp(cmd->opts[i].name, "env") == 0)
-            overrides = args->values[i];
-    json_t *env = out_environment(cmd, overrides);
+    int64_t ms[REQUEST_MAX_BACKOFF];
+    int n;
+    const char *why;
+    if (parse_backoff(v, ms, REQUEST_MAX_BACKOFF, &n, &why) < 0)
+        return submit_bad(cmd, f->option, v, why);
+    json_t *list = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(list, json_integer(ms[i]));
+    json_object_set_new(req, f->key, list);
+    return 0;
+}
+
+static int submit_array(const struct cmd_entry *cmd, const struct request_field *f,
+                        const char *v, json_t *req)
+{
+    struct array_spec spec;
+    const char *why;
+    if (parse_array_spec(v, REQUEST_MAX_ARRAY, &spec, &why) < 0)
+        return submit_bad(cmd, f->option, v, why);
+    json_t *idx = json_array();
+    for (size_t i = 0; i < spec.count; i++)
+        json_array_append_new(idx, json_integer(spec.index[i]));
+    json_object_set_new(req, f->key, json_pack("{s:o,s:i}", "index", idx, "limit", spec.limit));
+    array_spec_free(&spec);
+    return 0;
+}
+
+/* The environment: this process's, with every --env on top. */
+static int submit_env(const struct cmd_entry *cmd, struct cmd_args *args,
+                      const struct request_field *f, json_t *req)
+{
+    json_t *env = out_environment(cmd, submit_values(cmd, args, f->option));
     if (env == NULL)
         return EXIT_USAGE;
-    json_object_set_new(req, "env", env);
+    json_object_set_new(req, f->key, env);
     return 0;
 }
 
 /* The working directory: --workdir (relative to the current one), else the current one. */
-static int submit_place(const struct cmd_entry *cmd, struct cmd_args *args, json_t *req)
+static int submit_workdir(const struct cmd_entry *cmd, const struct request_field *f,
+                          const char *wd, json_t *req)
 {
-    const char *wd = cmd_opt(cmd, args, "workdir");
     char *cwd = NULL, *abs;
     size_t bad;
     struct stat sb;
     if (wd != NULL && (bad = utf8_check(wd)) > 0)
-        return cmd_usage_error(cmd, "--workdir: not valid UTF-8 (byte %zu)", bad);
+        return cmd_usage_error(cmd, "--%s: not valid UTF-8 (byte %zu)", f->option, bad);
     if (wd == NULL || wd[0] != '/') {
         if ((cwd = getcwd(NULL, 0)) == NULL)
             return cmd_usage_error(cmd, "cannot read the current directory: %s",
@@ -132,55 +149,54 @@ static int submit_place(const struct cmd_entry *cmd, struct cmd_args *args, json
         if ((bad = utf8_check(cwd)) > 0) {
             free(cwd);
             return cmd_usage_error(cmd, "the working directory: not valid UTF-8 (byte %zu);"
-                                        " give one with --workdir", bad);
+                                        " give one with --%s", bad, f->option);
         }
     }
     abs = wd == NULL ? xstrdup(cwd) : wd[0] == '/' ? xstrdup(wd) : xasprintf("%s/%s", cwd, wd);
     free(cwd);
     int rc = stat(abs, &sb) < 0 || !S_ISDIR(sb.st_mode)
-                 ? submit_bad(cmd, "workdir", wd ? wd : abs, "not a directory")
-                 : client_set_string(cmd, req, "workdir", "the working directory", abs);
+                 ? submit_bad(cmd, f->option, wd ? wd : abs, "not a directory")
+                 : client_set_string(cmd, req, f->key, "the working directory", abs);
     free(abs);
     return rc;
 }
 
-static int submit_misc(const struct cmd_entry *cmd, struct cmd_args *args, json_t *req)
+/* One field of the request from its option, by the kind of value it takes. */
+static int submit_field(const struct cmd_entry *cmd, struct cmd_args *args,
+                        const struct request_field *f, json_t *req)
 {
-    const char *why, *v;
-    if ((v = cmd_opt(cmd, args, "backoff"))) {
-        int64_t ms[REQUEST_MAX_BACKOFF];
-        int n;
-        if (parse_backoff(v, ms, REQUEST_MAX_BACKOFF, &n, &why) < 0)
-            return submit_bad(cmd, "backoff", v, why);
-        json_t *list = json_array();
-        for (int i = 0; i < n; i++)
-            json_array_append_new(list, json_integer(ms[i]));
-        json_object_set_new(req, "backoff", list);
+    const char *v = cmd_opt(cmd, args, f->option);
+    char what[48];
+    switch (f->type) {
+    case REQUEST_ENV:
+        return submit_env(cmd, args, f, req);
+    case REQUEST_WORKDIR:
+        return submit_workdir(cmd, f, v, req);
+    case REQUEST_IDS:
+        return submit_ids(cmd, args, f, req);
+    default:
+        break;
     }
-    if ((v = cmd_opt(cmd, args, "array"))) {
-        struct array_spec spec;
-        if (parse_array_spec(v, REQUEST_MAX_ARRAY, &spec, &why) < 0)
-            return submit_bad(cmd, "array", v, why);
-        json_t *idx = json_array();
-        for (size_t i = 0; i < spec.count; i++)
-            json_array_append_new(idx, json_integer(spec.index[i]));
-        json_object_set_new(req, "array", json_pack("{s:o,s:i}", "index", idx, "limit",
-                                                    spec.limit));
-        array_spec_free(&spec);
+    if (v == NULL)
+        return 0;
+    switch (f->type) {
+    case REQUEST_INT:
+    case REQUEST_SIZE:
+    case REQUEST_DURATION:
+        return submit_number(cmd, f, v, req);
+    case REQUEST_BACKOFF:
+        return submit_backoff(cmd, f, v, req);
+    case REQUEST_ARRAY:
+        return submit_array(cmd, f, v, req);
+    case REQUEST_BOOL:
+        json_object_set_new(req, f->key, json_true());
+        return 0;
+    case REQUEST_STRING:
+        snprintf(what, sizeof what, "--%s", f->option);
+        return client_set_string(cmd, req, f->key, what, v);
+    default:
+        return 0; /* handled above */
     }
-    static const char *const strings[] = {"name", "key", "profile"};
-    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
-        char what[16];
-        snprintf(what, sizeof what, "--%s", strings[i]);
-        v = cmd_opt(cmd, args, strings[i]);
-        if (v && client_set_string(cmd, req, strings[i], what, v))
-            return EXIT_USAGE;
-    }
-    if (cmd_opt(cmd, args, "hold"))
-        json_object_set_new(req, "hold", json_true());
-    if (cmd_opt(cmd, args, "exclusive"))
-        json_object_set_new(req, "exclusive", json_true());
-    return 0;
 }
 
 static int submit_exec(const struct cmd_entry *cmd, struct cmd_args *args)
@@ -199,12 +215,11 @@ static int submit_exec(const struct cmd_entry *cmd, struct cmd_args *args)
         }
         json_array_append_new(command, s);
     }
-    if ((rc = submit_numbers(cmd, args, req)) || (rc = submit_misc(cmd, args, req)) ||
-        (rc = submit_ids(cmd, args, "after", req, "after")) ||
-        (rc = submit_ids(cmd, args, "after-any", req, "after_any")) ||
-        (rc = submit_place(cmd, args, req)) || (rc = submit_env(cmd, args, req))) {
-        json_decref(req);
-        return rc;
+    for (const struct request_field *f = request_fields; f->key; f++) {
+        if (f->option != NULL && (rc = submit_field(cmd, args, f, req)) != 0) {
+            json_decref(req);
+            return rc;
+        }
     }
     /* The daemon runs the same check; running it here spares the trip (and a daemon start). */
     if (request_check_submit(req, &why) < 0) {

@@ -1,7 +1,5 @@
 /* The command table, the option parser and the dispatcher. */
 #include "cli/cli.h"
-#include "daemon/daemon.h"
-#include "exec/exec.h"
 #include "util/xalloc.h"
 
 #include <stdarg.h>
@@ -47,6 +45,16 @@ const char *cmd_opt(const struct cmd_entry *cmd, const struct cmd_args *args, co
     return args->value[i];
 }
 
+char *const *cmd_opt_values(const struct cmd_entry *cmd, const struct cmd_args *args,
+                            const char *name, size_t *n)
+{
+    int i = opt_index(cmd, name, strlen(name), 0);
+    if (i < 0)
+        fatalx("command %s has no option --%s", cmd->name, name);
+    *n = (size_t)args->nvalues[i];
+    return args->values[i];
+}
+
 static void opt_set(struct cmd_args *args, int i, const char *value)
 {
     args->value[i] = value;
@@ -55,7 +63,13 @@ static void opt_set(struct cmd_args *args, int i, const char *value)
     args->values[i][args->nvalues[i]] = NULL;
 }
 
-/* Parses argv (after the command name) into args. Returns 0, or EXIT_USAGE after printing. */
+static void cmd_help(const struct cmd_entry *cmd);
+
+/* What cmd_parse returns when it printed the command's help: the command is done, exit 0. */
+#define CMD_HELP_SHOWN (-1)
+
+/* Parses argv (after the command name) into args. Returns 0; CMD_HELP_SHOWN for --help or -h
+ * among the options; or EXIT_USAGE after printing why. */
 static int cmd_parse(const struct cmd_entry *cmd, int argc, char **argv, struct cmd_args *args)
 {
     int i = 0;
@@ -72,6 +86,10 @@ static int cmd_parse(const struct cmd_entry *cmd, int argc, char **argv, struct 
             args->argv[args->argc++] = (char *)a;
             continue;
         }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            cmd_help(cmd);
+            return CMD_HELP_SHOWN;
+        }
         int o;
         if (a[1] == '-') {
             const char *eq = strchr(a + 2, '=');
@@ -82,8 +100,13 @@ static int cmd_parse(const struct cmd_entry *cmd, int argc, char **argv, struct 
         } else {
             o = a[2] == '\0' ? opt_index(cmd, NULL, 0, a[1]) : -1;
         }
-        if (o < 0)
-            return cmd_usage_error(cmd, "unknown option '%s' (usage: drover %s)", a, cmd->usage);
+        if (o < 0) {
+            char *which = cmd->sub ? xasprintf(" for %s %s", cmd->name, cmd->sub) : xstrdup("");
+            cmd_usage_error(cmd, "unknown option '%s'%s (usage: drover %s)", a, which,
+                            cmd->usage);
+            free(which);
+            return EXIT_USAGE;
+        }
         const struct cmd_opt *opt = &cmd->opts[o];
         if (opt->takes_value && value == NULL) {
             if (i + 1 >= argc)
@@ -122,6 +145,13 @@ static void cli_help(FILE *fp)
 
 static void cmd_help(const struct cmd_entry *cmd)
 {
+    if (cmd->subcommands != NULL) {
+        for (int i = 0; cmd->subcommands[i]; i++)
+            printf("%s drover %s\n", i ? "      " : "usage:", cmd->subcommands[i]->usage);
+        printf("%s\n\n'drover %s SUBCOMMAND --help' shows a subcommand's options.\n",
+               cmd->summary, cmd->name);
+        return;
+    }
     printf("usage: drover %s\n%s\n", cmd->usage, cmd->summary);
     for (int i = 0; cmd->opts && cmd->opts[i].name; i++) {
         const struct cmd_opt *o = &cmd->opts[i];
@@ -131,6 +161,33 @@ static void cmd_help(const struct cmd_entry *cmd)
                  o->takes_value ? " VALUE" : "");
         printf("  %-26s %s\n", o->short_name ? flag : flag + 2, o->help);
     }
+    printf("  %-26s %s\n", "-h, --help", "show this help");
+}
+
+/* The subcommand of cmd that word names, or NULL after saying why (EXIT_USAGE). */
+static const struct cmd_entry *cmd_subcommand(const struct cmd_entry *cmd, const char *word)
+{
+    char *list;
+    size_t len;
+    FILE *fp = open_memstream(&list, &len);
+    if (fp == NULL)
+        fatalx("out of memory");
+    for (int i = 0; cmd->subcommands[i]; i++) {
+        if (word != NULL && strcmp(cmd->subcommands[i]->sub, word) == 0) {
+            fclose(fp);
+            free(list);
+            return cmd->subcommands[i];
+        }
+        fprintf(fp, "%s%s", i ? ", " : "", cmd->subcommands[i]->sub);
+    }
+    fclose(fp);
+    if (word == NULL)
+        cmd_usage_error(cmd, "missing subcommand: %s (see drover %s --help)", list, cmd->name);
+    else
+        cmd_usage_error(cmd, "unknown subcommand '%s': %s (see drover %s --help)", word, list,
+                        cmd->name);
+    free(list);
+    return NULL;
 }
 
 int cli_main(int argc, char **argv)
@@ -140,24 +197,26 @@ int cli_main(int argc, char **argv)
         cli_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : EXIT_OK;
     }
-    if (strcmp(argv[1], "daemon") == 0)
-        return daemon_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "__supervise") == 0)
-        exec_supervise_main(); /* internal: started by the daemon for each attempt */
-    if (strcmp(argv[1], "__zygote") == 0)
-        exec_zygote_main(); /* internal: forks supervisors for the daemon */
     for (int i = 0; cli_commands[i]; i++) {
         const struct cmd_entry *cmd = cli_commands[i];
         if (strcmp(cmd->name, argv[1]) != 0)
             continue;
+        int skip = 2; /* "drover CMD", and a subcommand's word */
         if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
             cmd_help(cmd);
             return EXIT_OK;
         }
+        if (cmd->subcommands != NULL) {
+            if ((cmd = cmd_subcommand(cmd, argc > 2 ? argv[2] : NULL)) == NULL)
+                return EXIT_USAGE;
+            skip = 3;
+        }
         struct cmd_args args;
         memset(&args, 0, sizeof args);
-        int rc = cmd_parse(cmd, argc - 2, argv + 2, &args);
-        if (rc == 0)
+        int rc = cmd_parse(cmd, argc - skip, argv + skip, &args);
+        if (rc == CMD_HELP_SHOWN)
+            rc = EXIT_OK;
+        else if (rc == 0)
             rc = cmd->exec(cmd, &args);
         for (int o = 0; o < CMD_MAX_OPTS; o++)
             free(args.values[o]);

@@ -4,8 +4,8 @@
 #include "core/internal.h"
 #include "core/mem.h"
 
-/* The default backoff: 5 s, 30 s, then 60 s for every further retry. */
-static const int64_t attempt_default_backoff[] = { 5000, 30000, 60000 };
+/* The backoff of a task that names none (core/core.h). */
+static const int64_t attempt_default_backoff[] = CORE_DEFAULT_BACKOFF_MS;
 
 int core_array_running(const struct core *core, int64_t array_id)
 {

@@ -86,9 +86,10 @@ void core_set_nodes(struct core *core, const struct core_node *nodes, int nnodes
     }
 }
 
-int core_check_request(const struct core *core, const struct core_request *req, const char **why)
+int core_check_request(const struct core *core, const struct core_request *req, char *why,
+                       size_t len)
 {
-    return core_place_check(&core->place, req, why);
+    return core_place_check(&core->place, req, why, len);
 }
 
 core_time core_clock(struct core *core, core_time now)

@@ -26,6 +26,10 @@ typedef int64_t core_time;
 #define CORE_MAX_SPAN 32      /* nodes one task may span */
 #define CORE_MAX_GPU_TYPES 64 /* GPU types a request can name (bits of core_request.gpu_types) */
 #define CORE_MAX_BACKOFF 8
+/* The backoff of a task whose spec names none (nbackoff 0): 5 s, 30 s, then 60 s for every
+ * further retry. The daemon's default-backoff setting starts from this list and gives its
+ * tasks the setting's (daemon/config.c), so this is the one place it is written. */
+#define CORE_DEFAULT_BACKOFF_MS { 5000, 30000, 60000 }
 
 enum task_state {
     TASK_HELD,
@@ -93,7 +97,7 @@ struct core_task_spec {
     core_time submit_time;
     struct core_request req;
     int max_retries;     /* further attempts after a failed one */
-    int nbackoff;        /* 0 = default 5s,30s,60s */
+    int nbackoff;        /* 0 = CORE_DEFAULT_BACKOFF_MS */
     int64_t backoff[CORE_MAX_BACKOFF]; /* ms; the last value repeats */
     size_t ndeps;
     const struct core_dep *deps; /* copied by core */
@@ -198,9 +202,12 @@ void core_free(struct core *core);
 void core_set_nodes(struct core *core, const struct core_node *nodes, int nnodes);
 
 /* Checks a request against the machine, without submitting: 0 if some node could ever run it,
- * else -1 with a static reason ("asks for 5 GPUs but the largest node has 4", …). */
-int core_check_request(const struct core *core, const struct core_request *req,
-                       const char **why);
+ * else -1 with the reason in why[0..len) (may be NULL), naming what the machine has: "asks for
+ * 5 GPUs; the largest node has 4", "asks for 32G of memory; the largest node has 23.5G". A
+ * buffer of CORE_WHY_MAX holds any reason. */
+#define CORE_WHY_MAX 192
+int core_check_request(const struct core *core, const struct core_request *req, char *why,
+                       size_t len);
 
 /* A new task. Appends its first state (HELD, PENDING, QUEUED or UPSTREAM_FAILED if a
  * success-dependency already failed). Returns -1 if the id is already live or a live-marked

@@ -30,16 +30,11 @@ static bool place_node_cpu_open(const struct core_place_node *node)
     return node->cpus == 0 || node->cpus_used < node->cpus;
 }
 
-static bool place_type_ok(const struct core_place_gpu *gpu, const struct core_request *req)
-{
-    return req->gpu_types == 0 || (req->gpu_types >> gpu->type & 1) != 0;
-}
-
 /* An exclusive request takes a GPU nothing else uses: no task, and no memory used outside the
  * claims (its claim is the whole GPU); a shared one needs its claim free. */
 static bool place_gpu_qualifies(const struct core_place_gpu *gpu, const struct core_request *req)
 {
-    if (gpu->exclusive || gpu->offline || gpu->busy || !place_type_ok(gpu, req))
+    if (gpu->exclusive || gpu->offline || gpu->busy || !core_place_type_ok(gpu, req))
         return false;
     if (req->gpu_mem == 0)
         return gpu->tasks == 0 && gpu->mem_claimed == 0 && gpu->outside == 0;
@@ -308,7 +303,7 @@ bool core_place_span_ok(const struct core_place_node *node, const struct core_re
         return false;
     /* No task on any GPU: none is exclusive or claimed; only the types are left to check. */
     for (int g = 0; g < node->ngpus; g++)
-        if (!place_type_ok(&node->gpu[g], req))
+        if (!core_place_type_ok(&node->gpu[g], req))
             return false;
     return true;
 }
@@ -562,98 +557,4 @@ bool core_place_valid(const struct core_place *place, const struct core_placemen
 bool core_place_open(const struct core_place *place)
 {
     return place->open_gpus > 0 || place->open_cpu_nodes > 0;
-}
-
-/* Whether the node could ever hold req's GPUs (empty): at least req->gpus of them of an allowed
- * type, each with req->gpu_mem of memory when the claim is shared. */
-static bool place_node_gpus_ever(const struct core_place_node *node, const struct core_request *req)
-{
-    int n = 0;
-    for (int g = 0; g < node->ngpus; g++)
-        if (place_type_ok(&node->gpu[g], req) &&
-            (req->gpu_mem == 0 || node->gpu[g].mem_total >= req->gpu_mem))
-            n++;
-    return n >= req->gpus;
-}
-
-static bool place_node_cpus_ever(const struct core_place_node *node, const struct core_request *req)
-{
-    return node->cpus == 0 || core_place_cpus(req) <= node->cpus;
-}
-
-static bool place_node_mem_ever(const struct core_place_node *node, const struct core_request *req)
-{
-    return node->mem == 0 || req->mem <= node->mem;
-}
-
-/* A spanning request: could the nodes that suit it, emptied, ever hold it? */
-static const char *place_check_span(const struct core_place *place, const struct core_request *req)
-{
-    int *cand = core_xmalloc((size_t)place->nnodes * sizeof *cand);
-    int n = 0, total = 0;
-    struct core_placement pl;
-    for (int i = 0; i < place->nnodes; i++) {
-        const struct core_place_node *node = &place->nodes[i];
-        bool types = true;
-        for (int g = 0; g < node->ngpus; g++)
-            types &= place_type_ok(&node->gpu[g], req);
-        if (node->ngpus > 0 && types && place_node_cpus_ever(node, req) &&
-            place_node_mem_ever(node, req)) {
-            cand[n++] = i;
-            total += node->ngpus;
-        }
-    }
-    const char *reason = NULL;
-    if (total < req->gpus)
-        reason = req->gpu_types != 0 ? "asks for more GPUs of its types than all the nodes have"
-                                     : "asks for more GPUs than all the nodes have";
-    else if (!core_place_span_pick(place, req, cand, n, &pl))
-        reason = "would span more nodes than a task may (32)";
-    free(cand);
-    return reason;
-}
-
-int core_place_check(const struct core_place *place, const struct core_request *req,
-                     const char **why)
-{
-    const char *reason = NULL;
-    uint64_t max_gpu_mem = 0;
-    bool gpus_ok = false, cpus_ok = false, mem_ok = false, all_ok = false;
-    for (int i = 0; i < place->nnodes; i++) {
-        const struct core_place_node *node = &place->nodes[i];
-        for (int g = 0; g < node->ngpus; g++)
-            if (node->gpu[g].mem_total > max_gpu_mem)
-                max_gpu_mem = node->gpu[g].mem_total;
-        bool gpus = place_node_gpus_ever(node, req);
-        bool cpus = place_node_cpus_ever(node, req);
-        bool mem = place_node_mem_ever(node, req);
-        gpus_ok |= gpus;
-        cpus_ok |= cpus;
-        mem_ok |= mem;
-        all_ok |= gpus && cpus && mem;
-    }
-    if (req->gpus < 0 || req->cpus < 0 || req->time_limit < 0)
-        reason = "asks for a negative amount of a resource";
-    else if (place->nnodes == 0)
-        reason = "there is no node to run it on";
-    else if (req->gpus > place->max_gpus && place->nnodes == 1)
-        reason = "asks for more GPUs than any node has";
-    else if (req->gpus > CORE_MAX_SPAN * CORE_MAX_NODE_GPUS)
-        reason = "asks for more GPUs than a task may span";
-    else if (core_place_spans(place, req))
-        reason = place_check_span(place, req);
-    else if (req->gpus > 0 && req->gpu_mem > max_gpu_mem)
-        reason = "asks for more memory per GPU than any GPU has";
-    else if (!gpus_ok)
-        reason = req->gpu_types != 0 ? "no node has that many GPUs of its types"
-                                     : "no node has that many GPUs with that much memory each";
-    else if (!cpus_ok)
-        reason = "asks for more CPUs than any node has";
-    else if (!mem_ok)
-        reason = "asks for more memory than any node has";
-    else if (!all_ok)
-        reason = "no single node has all the GPUs, CPUs and memory it asks for";
-    if (reason != NULL && why != NULL)
-        *why = reason;
-    return reason == NULL ? 0 : -1;
 }

@@ -3,6 +3,7 @@
 #define DROVER_CORE_PLACE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/core.h"
@@ -63,6 +64,13 @@ struct core_place_reserve {
     uint64_t mem_spare;
 };
 
+/* Whether the GPU is of a type req accepts. */
+static inline bool core_place_type_ok(const struct core_place_gpu *gpu,
+                                      const struct core_request *req)
+{
+    return req->gpu_types == 0 || (req->gpu_types >> gpu->type & 1) != 0;
+}
+
 void core_place_init(struct core_place *place, const struct core_node *nodes, int nnodes);
 void core_place_free(struct core_place *place);
 void core_place_copy(struct core_place *dst, const struct core_place *src);
@@ -96,7 +104,8 @@ void core_place_set_state(struct core_place *place, int node, int gpu,
 /* Whether pl names an existing node and distinct existing GPUs on it, ascending. */
 bool core_place_valid(const struct core_place *place, const struct core_placement *pl);
 bool core_place_open(const struct core_place *place);
-int core_place_check(const struct core_place *place, const struct core_request *req,
-                     const char **why);
+/* core_check_request (core/place-check.c). */
+int core_place_check(const struct core_place *place, const struct core_request *req, char *why,
+                     size_t len);
 
 #endif

@@ -1,7 +1,7 @@
 /* Learning how attempts ended — from SIGCHLD for our own supervisors, by polling the run
  * directory for supervisors adopted after a restart — and restoring core from the store. */
 #include "daemon/daemon.h"
-#include "daemon/learn.h"
+#include "core/learn.h"
 #include "exec/exec.h"
 #include "util/parse.h"
 #include "util/xalloc.h"
@@ -124,8 +124,11 @@ static void finish(struct daemon *d, struct run *r, int64_t task, int attempt,
         outcome = CORE_OUTCOME_GPU_FAULT;
     } else if (r != NULL && r->stalled && failed) {
         e->outcome = "stalled";
-        snprintf(e->reason, sizeof e->reason, "stalled: no output and idle GPUs for %s",
-                 format_duration(r->stall_ms, buf, sizeof buf));
+        char limit[32];
+        snprintf(e->reason, sizeof e->reason,
+                 "stalled: no output and idle GPUs for %s (--stall %s)",
+                 format_duration(r->stalled_ms, buf, sizeof buf),
+                 format_duration(r->stall_ms, limit, sizeof limit));
         outcome = CORE_OUTCOME_STALLED;
     } else if (failed && outcome != CORE_OUTCOME_LOST && r != NULL && r->placement.ngpus > 0 &&
                telemetry_oom(run_dir)) {
@@ -335,5 +338,6 @@ int daemon_restore(struct daemon *d, char **err)
         fprintf(stderr, "drover daemon: re-adopted %zu running attempts, %zu ended while"
                         " stopped\n", adopted, ctx.ndone);
     daemon_apply(d); /* on a full disk, what it cannot commit yet waits (daemon/disk.c) */
+    exp_settle(d);   /* experiments a crash left running with nothing live */
     return 0;
 }

@@ -12,16 +12,17 @@
 #include <unistd.h>
 
 #include "util/parse.h"
+#include "util/request.h"
 #include "util/xalloc.h"
 
 enum config_type { CONFIG_DURATION, CONFIG_DURATION_OFF, CONFIG_PERCENT, CONFIG_FACTOR,
-                   CONFIG_STRING, CONFIG_BOOL };
+                   CONFIG_STRING, CONFIG_BOOL, CONFIG_RETRIES, CONFIG_BACKOFF };
 
 struct config_key {
     const char *name;
     enum config_type type;
     size_t offset;
-    const char *fallback; /* the default, as it would be written */
+    const char *fallback; /* the default, as it would be written; CONFIG_BACKOFF: core's */
     const char *help;
 };
 
@@ -46,8 +47,29 @@ static const struct config_key config_keys[] = {
      "a learned claim is the profile's peak plus this much"},
     {"oom-factor", CONFIG_FACTOR, OFF(oom_factor), "1.5",
      "after an out-of-memory the claim grows by this factor (up to the whole GPU)"},
+    {"default-retries", CONFIG_RETRIES, OFF(default_retries), "0",
+     "retries of a submitted task that names none (experiment trials: 3)"},
+    {"default-backoff", CONFIG_BACKOFF, OFF(default_backoff), NULL,
+     "seconds between the retries of a task that names none, the last repeating"},
 };
 #define NKEYS (sizeof config_keys / sizeof config_keys[0])
+
+_Static_assert(REQUEST_MAX_BACKOFF <= CORE_MAX_BACKOFF, "backoff values fit core's");
+
+/* key's default as it would be written (in buf when it is made), or NULL: none. The default
+ * backoff is core's own list (core/core.h), so that there is one. */
+static const char *config_fallback(const struct config_key *key, char *buf, size_t len)
+{
+    static const int64_t core_default[] = CORE_DEFAULT_BACKOFF_MS;
+    size_t used = 0;
+    if (key->type != CONFIG_BACKOFF)
+        return key->fallback;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof core_default / sizeof core_default[0] && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%g", i ? "," : "",
+                                 (double)core_default[i] / 1000);
+    return buf;
+}
 
 static const struct config_key *config_find(const char *name)
 {
@@ -102,6 +124,22 @@ static int config_set(struct daemon_config *cfg, const struct config_key *key, c
             return -1;
         }
         return 0;
+    case CONFIG_RETRIES: {
+        const struct request_field *f = request_field("retries"); /* one range for both */
+        static char range[64];
+        if (parse_int(text, f->min, f->max, &v, why) < 0) {
+            snprintf(range, sizeof range, "expected a whole number from %lld to %lld", f->min,
+                     f->max);
+            *why = range;
+            return -1;
+        }
+        *(int *)field = (int)v;
+        return 0;
+    }
+    case CONFIG_BACKOFF:
+        /* parse_backoff() bounds each value as the request check does (REQUEST_MAX_BACKOFF_MS) */
+        return parse_backoff(text, (int64_t *)field, REQUEST_MAX_BACKOFF, &cfg->ndefault_backoff,
+                             why);
     case CONFIG_STRING:
         if (*text == '\0') {
             *why = "empty value";
@@ -184,11 +222,12 @@ static int config_file(struct daemon_config *cfg, const char *path, char **err)
 
 int config_load(struct daemon_config *cfg, const char *home, int argc, char **argv, char **err)
 {
-    const char *why;
+    const char *why, *fallback;
+    char buf[128];
     memset(cfg, 0, sizeof *cfg);
     for (size_t i = 0; i < NKEYS; i++)
-        if (config_keys[i].fallback != NULL &&
-            config_set(cfg, &config_keys[i], config_keys[i].fallback, &why) < 0)
+        if ((fallback = config_fallback(&config_keys[i], buf, sizeof buf)) != NULL &&
+            config_set(cfg, &config_keys[i], fallback, &why) < 0)
             abort(); /* a bad default is a bug */
     if (home != NULL) {
         char *path = xasprintf("%s/drover.conf", home);
@@ -236,11 +275,12 @@ void config_usage(FILE *fp)
 {
     fprintf(fp, "usage: drover daemon [--KEY VALUE …]   (also KEY = VALUE lines in "
                 "$DROVER_HOME/drover.conf)\n");
-    for (size_t i = 0; i < NKEYS; i++)
-        fprintf(fp, "  --%-13s %s%s%s%s\n", config_keys[i].name, config_keys[i].help,
-                config_keys[i].fallback ? " (default " : "",
-                config_keys[i].fallback ? config_keys[i].fallback : "",
-                config_keys[i].fallback ? ")" : "");
+    char buf[128];
+    for (size_t i = 0; i < NKEYS; i++) {
+        const char *fallback = config_fallback(&config_keys[i], buf, sizeof buf);
+        fprintf(fp, "  --%-15s %s%s%s%s\n", config_keys[i].name, config_keys[i].help,
+                fallback ? " (default " : "", fallback ? fallback : "", fallback ? ")" : "");
+    }
 }
 
 static int config_ready_fd = -1;

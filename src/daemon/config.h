@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/core.h"
+
 struct daemon_config {
     int64_t aging_ms;          /* 0 = off */
     int64_t grace_ms;
@@ -20,6 +22,11 @@ struct daemon_config {
     int busy_high, busy_low;   /* utilisation rule, percent */
     int claim_margin;          /* percent over a learned peak */
     double oom_factor;         /* a claim grows by this after an out-of-memory */
+    /* What a submitted task that names none gets (daemon/request.c); experiment trials get
+     * EXP_DEFAULT_TRIAL_RETRIES retries instead, with this backoff. */
+    int default_retries;
+    int ndefault_backoff;      /* 1 to REQUEST_MAX_BACKOFF */
+    int64_t default_backoff[CORE_MAX_BACKOFF]; /* ms, the last repeating */
 };
 
 /* Defaults, then the file (if it exists), then argv (argv[0] is "daemon"). Returns 0, or -1

@@ -36,12 +36,12 @@ struct run {
     int util_n;
     int util_now;               /* the last sample's, or -1 */
     int64_t stall_ms;           /* --stall: 0 = none */
-    core_time last_activity;    /* output written, or its GPUs busy */
-    long long log_size;
+    core_time last_activity;    /* output written, or its GPUs busy (telemetry.c) */
+    int64_t stalled_ms;         /* stopped for a stall: the idle time seen then */
     bool stalled;               /* killed for a stall */
     bool gpu_fault;             /* killed because its GPU failed */
     char fault[64];
-    /* Experiments (daemon/experiments.c): the trial this attempt runs, and how far its
+    /* Experiments (daemon/exp-metrics.c): the trial this attempt runs, and how far its
      * metrics file and stdout have been read. */
     bool exp_known;
     char *exp;                  /* NULL: not a trial */
@@ -70,7 +70,7 @@ struct attempt_end {
 
 struct telemetry; /* daemon/telemetry.c */
 struct disk;      /* daemon/disk.c */
-struct exp_live;  /* daemon/experiments.c */
+struct exp_live;  /* daemon/exp-internal.h */
 struct server;    /* daemon/server.c */
 struct http;      /* daemon/http.c */
 
@@ -78,7 +78,7 @@ struct daemon {
     char *home;
     struct daemon_config cfg;
     struct telemetry *tel;
-    struct exp_live *exps;    /* experiments with early stopping in memory */
+    struct exp_live *exps;    /* experiments in memory: settings, early stopping */
     char *gpu_type_names[GPU_MAX]; /* distinct GPU names; core's gpu_type is an index here */
     int ngpu_types;
     struct store *store;
@@ -167,23 +167,27 @@ bool telemetry_oom(const char *run_dir);
 
 struct conn;
 
-/* daemon/experiments.c: `drover exp …`, metrics from trials, early stopping, the circuit
- * breaker. */
+/* Experiments (daemon/ops-exp.c, exp-*.c; exp/lifecycle.h decides their states): `drover exp
+ * …`, metrics from trials, early stopping, the circuit breaker, what follows a round. */
 json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req);
 json_t *op_exp_ls(struct daemon *d, struct conn *c, json_t *req);
 json_t *op_exp_show(struct daemon *d, struct conn *c, json_t *req);
 json_t *op_exp_stop(struct daemon *d, struct conn *c, json_t *req);
 json_t *op_exp_resume(struct daemon *d, struct conn *c, json_t *req);
-/* Reads what running trials reported since the last call; stops those early stopping rules out. */
+/* Reads what running trials reported since the last call; stops those early stopping rules out.
+ * Its own transaction: a write that fails rolls it back (read again at the next call). */
 void exp_poll(struct daemon *d);
-/* A task reached a terminal state (inside the transaction that records it). */
-void exp_task_ended(struct daemon *d, int64_t task, enum task_state state);
+/* A task reached a terminal state, inside the transaction that records it (after every state
+ * of its batch is written): the circuit breaker, and the experiment's end when it was the last
+ * of its tasks. Returns 0, or -1 when a store write failed: the caller rolls back. */
+int exp_task_ended(struct daemon *d, int64_t task, enum task_state state);
+/* At start, once restored: an experiment recorded running with no live task (a crash, an older
+ * daemon) is settled through the lifecycle, so that none stays running forever. */
+void exp_settle(struct daemon *d);
 void exp_run_free(struct run *r);
 /* Whether d->acts ends a task that is an experiment's trial. */
 bool exp_trial_ending(struct daemon *d);
 void exp_free_all(struct daemon *d);
-/* The mask of GPU types whose name contains `pattern` (case-insensitive); 0 if none. */
-uint64_t daemon_gpu_types_matching(const struct daemon *d, const char *pattern);
 
 /* daemon/disk.c: a full disk under DROVER_HOME — the ballast ($DROVER_HOME/reserve), refusing
  * new work while full, and the way back (docs/ARCHITECTURE.md). */

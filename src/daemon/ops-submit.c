@@ -1,6 +1,6 @@
 /* submit, retry and gpus: the operations that build tasks or read the machine. */
-#include "daemon/learn.h"
 #include "daemon/ops.h"
+#include "daemon/request.h"
 #include "util/parse.h"
 #include "util/request.h"
 #include "util/xalloc.h"
@@ -9,90 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(REQUEST_MAX_BACKOFF <= CORE_MAX_BACKOFF, "backoff values fit core's");
-
-/* Everything a submit request carries. request_check_submit() (util/request.c, the code the
- * CLI runs too) has checked its shape and ranges before any of it is read. */
+/* A submission: its task, as daemon/request.c made it of the request (which
+ * request_check_submit(), the code the CLI runs too, has checked), and what belongs to the
+ * submission rather than to the task: dependencies and the array. */
 struct submit {
     struct task_record rec;
     struct core_dep *deps;
     json_t *array;     /* array of indices, or NULL */
     json_t *reply_err;
-    char *profile;     /* owned */
 };
-
-/* req[key], checked: a string or NULL. */
-static const char *submit_string(json_t *req, const char *key)
-{
-    return json_string_value(json_object_get(req, key));
-}
-
-/* req[key], checked: a whole number or absent (0). */
-static long long submit_int(json_t *req, const char *key)
-{
-    return json_integer_value(json_object_get(req, key));
-}
-
-static void submit_command(json_t *req, struct submit *s)
-{
-    json_t *env = json_object_get(req, "env");
-    s->rec.command = json_object_get(req, "command");
-    s->rec.env = json_is_object(env) ? json_incref(env) : json_object();
-}
-
-/* The profile a task's GPU use is learned under (--profile, else its command line), and its
- * claim: declared (--gpu-mem), whole GPUs (--exclusive, or nothing learned yet), or learned —
- * the peak of the profile's recent successful attempts plus the claim margin. */
-static void submit_claim(struct daemon *d, json_t *req, struct submit *s)
-{
-    struct core_request *r = &s->rec.spec.req;
-    const char *profile = submit_string(req, "profile");
-    bool exclusive = json_is_true(json_object_get(req, "exclusive"));
-    s->profile = profile ? xasprintf("%s", profile)
-                         : json_dumps(json_object_get(req, "command"), JSON_COMPACT);
-    s->rec.profile = s->profile;
-    if (r->gpus == 0)
-        return;
-    if (r->gpu_mem > 0) {
-        s->rec.claim_source = "declared";
-        return;
-    }
-    uint64_t peak = exclusive ? 0 : store_profile_peak(d->store, s->profile);
-    uint64_t smallest = UINT64_MAX;
-    for (int g = 0; g < d->gpus.count; g++)
-        if (d->gpus.gpu[g].mem_total < smallest)
-            smallest = d->gpus.gpu[g].mem_total;
-    r->gpu_mem = learn_claim(peak, d->cfg.claim_margin, smallest);
-    if (r->gpu_mem > 0)
-        s->rec.claim_source = "learned";
-}
-
-static int submit_request(struct daemon *d, json_t *req, struct submit *s)
-{
-    struct core_task_spec *sp = &s->rec.spec;
-    sp->req = (struct core_request){.gpus = (int)submit_int(req, "gpus"),
-                                    .gpu_mem = (uint64_t)submit_int(req, "gpu_mem"),
-                                    .cpus = (int)submit_int(req, "cpus"),
-                                    .mem = (uint64_t)submit_int(req, "mem"),
-                                    .time_limit = submit_int(req, "timeout_ms")};
-    sp->priority = (int)submit_int(req, "priority");
-    sp->max_retries = (int)submit_int(req, "retries");
-    if (sp->req.gpu_mem > 0 && sp->req.gpus == 0)
-        sp->req.gpus = 1; /* --gpu-mem alone asks for one shared GPU */
-    s->rec.stall_ms = submit_int(req, "stall_ms");
-    submit_claim(d, req, s);
-    const char *why;
-    if (core_check_request(d->core, &sp->req, &why) < 0) {
-        s->reply_err = reply_error(2, "%s", why);
-        return -1;
-    }
-    json_t *backoff = json_object_get(req, "backoff"), *e;
-    size_t i;
-    json_array_foreach(backoff, i, e)
-        sp->backoff[sp->nbackoff++] = json_integer_value(e);
-    sp->hold = json_is_true(json_object_get(req, "hold"));
-    return 0;
-}
 
 static int submit_deps(struct daemon *d, json_t *req, struct submit *s)
 {
@@ -127,7 +52,7 @@ static void submit_array(json_t *req, struct submit *s)
 {
     json_t *a = json_object_get(req, "array");
     s->array = json_object_get(a, "index"); /* NULL when a is absent or null */
-    s->rec.spec.array_limit = (int)submit_int(a, "limit");
+    s->rec.spec.array_limit = (int)json_integer_value(json_object_get(a, "limit"));
 }
 
 static json_t *submit_ids_reply(struct daemon *d, int64_t first, size_t n, bool existing)
@@ -167,13 +92,9 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
         free(why);
         return reply;
     }
-    s.rec.name = submit_string(req, "name");
-    s.rec.key = submit_string(req, "key");
-    s.rec.workdir = submit_string(req, "workdir");
-    submit_command(req, &s);
+    if ((reply = daemon_request_decode(d, req, NULL, NULL, d->cfg.default_retries, &s.rec)))
+        return reply;
     submit_array(req, &s);
-    if (submit_request(d, req, &s) < 0)
-        goto out;
     size_t count = s.array ? json_array_size(s.array) : 1;
     int64_t first = s.rec.key ? store_find_key(d->store, s.rec.key) : 0;
     if (first > 0) {
@@ -214,14 +135,13 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
         reply = submit_ids_reply(d, first, count, false);
     }
 out:
-    json_decref(s.rec.env);
+    daemon_request_release(&s.rec);
     free(s.deps);
-    free(s.profile);
     return reply ? reply : s.reply_err;
 }
 
 /* Brings one ended task back with a fresh retry budget. */
-static int retry_one(struct daemon *d, int64_t id)
+int ops_retry_task(struct daemon *d, int64_t id)
 {
     struct core_task_spec spec;
     struct core_dep *deps = NULL;
@@ -260,7 +180,7 @@ json_t *op_retry(struct daemon *d, struct conn *c, json_t *req)
         size_t nmore;
         if (core_task_state(d->core, queue[i]) >= 0)
             continue;
-        if (retry_one(d, queue[i]) < 0 ||
+        if (ops_retry_task(d, queue[i]) < 0 ||
             store_upstream_failed_dependents(d->store, queue[i], &more, &nmore) < 0) {
             store_rollback(d->store);
             free(queue);

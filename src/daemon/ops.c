@@ -102,9 +102,13 @@ static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
     if (ops_get_bool(req, "all", false, &all, &err) < 0 ||
         ops_get_bool(req, "brief", false, &brief, &err) < 0)
         return err;
-    json_t *tasks = brief ? store_list_brief(d->store, filter, all, daemon_now())
-                        : store_list_json(d->store, filter, all, daemon_now());
-    return json_pack("{s:b,s:o}", "ok", 1, "tasks", tasks);
+    if (brief) { /* {"columns": [...], "tasks": [[...], ...]} */
+        json_t *reply = store_list_brief(d->store, filter, all, daemon_now());
+        json_object_set_new(reply, "ok", json_true());
+        return reply;
+    }
+    return json_pack("{s:b,s:o}", "ok", 1, "tasks",
+                     store_list_json(d->store, filter, all, daemon_now()));
 }
 
 static json_t *op_show(struct daemon *d, struct conn *c, json_t *req)

@@ -11,6 +11,9 @@ int ops_get_int(json_t *req, const char *key, long long min, long long max, long
 
 json_t *op_submit(struct daemon *d, struct conn *c, json_t *req);
 json_t *op_retry(struct daemon *d, struct conn *c, json_t *req);
+/* Brings one ended task back with a fresh retry budget (drover retry; drover exp resume of a
+ * stopped experiment), inside the caller's transaction. Returns 0, or -1 (a store write). */
+int ops_retry_task(struct daemon *d, int64_t id);
 json_t *op_gpus(struct daemon *d, struct conn *c, json_t *req);
 
 #endif

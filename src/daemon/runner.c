@@ -110,8 +110,6 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
         int rc = 0;
         if (a->type == CORE_ACT_STATE) {
             rc = store_set_state(d->store, a, apply_reason(d, a, buf, sizeof buf), now);
-            if (rc == 0 && task_state_terminal(a->state))
-                exp_task_ended(d, a->task, a->state);
         } else if (a->type == CORE_ACT_START) {
             char *dir = run_dir_for(d, a->task, a->attempt);
             struct core_placement machine = a->placement;
@@ -120,6 +118,14 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
             free(dir);
         }
         if (rc < 0)
+            return -1;
+    }
+    /* Experiments hear of their tasks' ends once the whole batch is written, so that the last
+     * trial to end sees how every other one ended; a failed write of theirs fails the batch. */
+    for (size_t i = 0; i < acts->n; i++) {
+        const struct core_action *a = &acts->v[i];
+        if (a->type == CORE_ACT_STATE && task_state_terminal(a->state) &&
+            exp_task_ended(d, a->task, a->state) < 0)
             return -1;
     }
     return 0;

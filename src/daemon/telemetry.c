@@ -7,7 +7,7 @@
  * loses at most a minute of telemetry and the task path never waits on it). It also starts
  * Prometheus /metrics (http.c) when asked to. */
 #include "daemon/daemon.h"
-#include "daemon/learn.h"
+#include "core/learn.h"
 #include "exec/exec.h"
 #include "gpu/nvml.h"
 #include "util/xalloc.h"
@@ -40,6 +40,8 @@ struct tel_gpu {
 
 struct telemetry {
     struct event *timer;
+    struct event *stall_timer; /* one-shot, at the earliest stall deadline (stall_due) */
+    core_time stall_due;       /* CORE_TIME_NEVER: not armed */
     bool nvml;                 /* sampling: NVML, or nvidia-smi without it */
     core_time sampled_at;
     core_time next_health;
@@ -76,20 +78,23 @@ static pid_t tel_session(pid_t pid)
     return (pid_t)session;
 }
 
-/* What the logs show of activity, compared for change only: their sizes and times (on a full
- * disk the supervisor drops the output but moves the log's time on, exec/relay.c). */
-static long long tel_log_size(const char *run_dir)
+/* When the task last wrote output: the later of its logs' modification times, in ms, or 0.
+ * Exact to the write, whatever the sample period; on a full disk the supervisor drops the
+ * output but still moves the log's time on (exec/relay.c). */
+static core_time tel_log_mtime(const char *run_dir)
 {
     static const char *const names[] = {"stdout", "stderr"};
-    long long total = 0;
+    core_time latest = 0;
     for (int i = 0; i < 2; i++) {
         char *path = xasprintf("%s/%s", run_dir, names[i]);
         struct stat st;
-        if (stat(path, &st) == 0)
-            total += (long long)st.st_size + st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+        if (stat(path, &st) == 0) {
+            core_time t = (core_time)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+            latest = t > latest ? t : latest;
+        }
         free(path);
     }
-    return total;
+    return latest;
 }
 
 /* The last `len` bytes of run_dir/name, NUL-terminated (malloc'd), or NULL. */
@@ -231,6 +236,10 @@ static void tel_runs(struct daemon *d)
                 known++;
             }
         }
+        /* A GPU busy at the last sample counts as busy until a sample says otherwise: the
+         * sample that finds it idle is when its idle time starts (tel_stalls). */
+        if (r->util_now > 0 || (known > 0 && sum > 0))
+            r->last_activity = t->sampled_at;
         r->util_now = known > 0 ? sum / known : -1;
         if (known > 0) {
             r->util_sum += (double)sum / known;
@@ -264,25 +273,61 @@ static void tel_core_state(struct daemon *d)
     }
 }
 
-/* Attempts with --stall: no output and idle GPUs (or no GPUs) for that long are stopped. */
+/* When an attempt idle since `last` reaches its --stall of ms. */
+static core_time tel_stall_due(core_time last, int64_t ms)
+{
+    return ms > CORE_TIME_NEVER - last ? CORE_TIME_NEVER : last + ms;
+}
+
+static void tel_stall_arm(struct daemon *d, core_time due, core_time now)
+{
+    struct telemetry *t = d->tel;
+    if (t == NULL || due >= t->stall_due)
+        return;
+    t->stall_due = due;
+    int64_t wait = due > now ? due - now : 0;
+    struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
+    event_add(t->stall_timer, &tv);
+}
+
+/* Attempts with --stall: no output and idle GPUs (or no GPUs) for that long are stopped. Each
+ * attempt's deadline is its last activity plus its --stall: output is seen to the millisecond
+ * (the logs' times), GPU activity at the sample period (a GPU busy at a sample counts as busy
+ * until the next sample finds it idle). Called by a timer at the earliest deadline and at each
+ * sample, so an attempt is stopped when its deadline passes, not at the next sample; its
+ * reason states the idle time actually seen (adopt.c). */
 static void tel_stalls(struct daemon *d, core_time now)
 {
+    core_time next = CORE_TIME_NEVER;
     for (struct run *r = d->runs; r; r = r->next) {
         if (r->stall_ms <= 0 || r->stalled || r->gpu_fault)
             continue;
-        long long size = tel_log_size(r->run_dir);
-        if (size != r->log_size || r->util_now > 0) {
-            r->log_size = size;
+        core_time wrote = tel_log_mtime(r->run_dir);
+        if (wrote > r->last_activity)
+            r->last_activity = wrote < now ? wrote : now;
+        if (r->util_now > 0)
             r->last_activity = now;
+        core_time due = tel_stall_due(r->last_activity, r->stall_ms);
+        if (now < due) {
+            next = due < next ? due : next;
             continue;
         }
-        if (now - r->last_activity >= r->stall_ms) {
-            r->stalled = true;
-            fprintf(stderr, "drover daemon: task %lld attempt %d stalled; stopping it\n",
-                    (long long)r->task, r->attempt);
-            exec_cancel(r->run_dir);
-        }
+        r->stalled = true;
+        r->stalled_ms = now - r->last_activity;
+        fprintf(stderr, "drover daemon: task %lld attempt %d stalled (idle %lld ms); stopping"
+                " it\n", (long long)r->task, r->attempt, (long long)r->stalled_ms);
+        exec_cancel(r->run_dir);
     }
+    if (d->tel != NULL) {
+        d->tel->stall_due = CORE_TIME_NEVER;
+        event_del(d->tel->stall_timer);
+        tel_stall_arm(d, next, now);
+    }
+}
+
+static void tel_stall_tick(evutil_socket_t fd, short what, void *arg)
+{
+    tel_stalls(arg, daemon_now());
 }
 
 static void tel_buffer(struct daemon *d, core_time now)
@@ -362,6 +407,9 @@ int telemetry_start(struct daemon *d, char **err)
     t->timer = event_new(d->base, -1, EV_PERSIST, tel_tick, d);
     struct timeval every = {d->cfg.sample_ms / 1000, (d->cfg.sample_ms % 1000) * 1000};
     event_add(t->timer, &every);
+    t->stall_timer = evtimer_new(d->base, tel_stall_tick, d);
+    t->stall_due = CORE_TIME_NEVER;
+    tel_stalls(d, daemon_now()); /* attempts adopted before telemetry started */
     return 0;
 }
 
@@ -374,6 +422,8 @@ void telemetry_stop(struct daemon *d)
         tel_flush(d, daemon_now());
     if (t->timer)
         event_free(t->timer);
+    if (t->stall_timer)
+        event_free(t->stall_timer);
     http_stop(d);
     free(t->rows);
     free(t);
@@ -382,10 +432,12 @@ void telemetry_stop(struct daemon *d)
 
 void telemetry_watch(struct daemon *d, struct run *r, int64_t stall_ms)
 {
+    core_time now = daemon_now();
     r->stall_ms = stall_ms;
-    r->last_activity = daemon_now();
-    r->log_size = -1;
+    r->last_activity = now;
     r->util_now = -1;
+    if (stall_ms > 0)
+        tel_stall_arm(d, tel_stall_due(now, stall_ms), now);
 }
 
 void telemetry_started(struct daemon *d, core_time ready, core_time now)

@@ -6,6 +6,7 @@
 #include "exp/request.h"
 #include "exp/template.h"
 #include "util/limits.h"
+#include "util/request.h"
 #include "util/xalloc.h"
 
 #include <ctype.h>
@@ -85,15 +86,15 @@ static bool request_base_name_ok(const char *s)
     return *s != '\0' && strchr(s, '=') == NULL;
 }
 
-/* Everything about one task but its needs; NULL, or the reason (malloc'd, without the label). */
+/* Everything about one task but its needs; NULL, or the reason (malloc'd, without the label).
+ * The fields a task shares with a submit (resources, retries, env, command, …) are checked by
+ * util/request.c, with the words and ranges drover submit gets; here only what is an
+ * experiment's own. */
 static char *request_task(const json_t *task, bool pipeline, const json_t *base_env)
 {
-    static const char *const counts[] = {"gpus", "gpu_mem", "mem", "cpus", "timeout_ms",
-                                         "retries"};
     const json_t *name = json_object_get(task, "name"), *trial = json_object_get(task, "trial");
-    const json_t *cmd = json_object_get(task, "command"), *env = json_object_get(task, "env");
-    const json_t *v;
-    size_t i;
+    const json_t *env = json_object_get(task, "env"), *v;
+    char *why = NULL;
     if (!json_is_object(task))
         return xstrdup("expected an object");
     if (!json_is_string(name) || !request_task_name_valid(json_string_value(name)))
@@ -108,29 +109,11 @@ static char *request_task(const json_t *task, bool pipeline, const json_t *base_
         return xstrdup("'generator' must be true or false");
     if ((v = json_object_get(task, "params")) != NULL && !json_is_null(v) && !json_is_object(v))
         return xstrdup("'params' must be a mapping");
-    if (!json_is_array(cmd) || json_array_size(cmd) == 0)
-        return xstrdup("the command must be a non-empty array of strings");
-    json_array_foreach(cmd, i, v)
-        if (!json_is_string(v) || (i == 0 && json_string_length(v) == 0))
-            return xstrdup("the command must be an array of strings, the first not empty");
+    if (request_check_task(task, base_env, &why) < 0)
+        return why;
+    /* A template's variable names are stricter than a submit's (exp/schema.c). */
     if (env != NULL && !json_is_null(env) && !request_env_ok(env, exp_env_name_valid))
         return xstrdup("env must map variable names (letters, digits and '_') to strings");
-    for (i = 0; i < sizeof counts / sizeof counts[0]; i++)
-        if (!request_is_count(json_object_get(task, counts[i])))
-            return xasprintf("'%s' must be a whole number >= 0", counts[i]);
-    if ((v = json_object_get(task, "gpu_type")) != NULL && !json_is_null(v) &&
-        (!json_is_string(v) || json_string_length(v) == 0))
-        return xstrdup("'gpu_type' must be a string that is not empty");
-    v = json_object_get(task, "backoff");
-    if (v != NULL && !json_is_null(v)) {
-        const json_t *delay;
-        if (!json_is_array(v) || json_array_size(v) > EXP_MAX_BACKOFF)
-            return xasprintf("'backoff' must be at most %d whole numbers of ms", EXP_MAX_BACKOFF);
-        json_array_foreach(v, i, delay)
-            if (!json_is_integer(delay) || json_integer_value(delay) < 0)
-                return xasprintf("'backoff' must be at most %d whole numbers of ms",
-                                 EXP_MAX_BACKOFF);
-    }
     v = json_object_get(task, "needs");
     if (v != NULL && !json_is_null(v) && (!json_is_array(v) || json_array_size(v) > 0)) {
         if (!pipeline)
@@ -138,14 +121,7 @@ static char *request_task(const json_t *task, bool pipeline, const json_t *base_
         if (!json_is_array(v))
             return xstrdup("'needs' must be an array of task names");
     }
-    /* What the task is started with: the submitter's environment, then its own. */
-    json_t *merged = json_copy((json_t *)base_env);
-    if (json_is_object(env))
-        json_object_update(merged, (json_t *)env);
-    char *why = NULL;
-    limits_check_exec((json_t *)cmd, merged, &why);
-    json_decref(merged);
-    return why;
+    return NULL;
 }
 
 /* --- needs --- */

@@ -12,16 +12,17 @@
  *   workdir    an absolute path
  *   env        the submitter's environment: {"NAME": "value"}, names not empty, without '='
  *   parallel, space, seed   whole numbers >= 0 (the daemon bounds them)
- * A task (exp_task_to_json makes them):
- *   name       letters, digits, '.', '_', '-', at most EXP_MAX_TASK_NAME; unique in the request
+ * A task (exp_task_to_json makes them) is a task request of util/request.h's task door,
+ * checked by request_check_task(): the same fields, ranges and words as a submit (gpus, gpu_mem,
+ * gpu_type, cpus, mem, timeout_ms, stall_ms, priority, retries, backoff, env, command, name,
+ * profile, exclusive), minus those that belong to a submission (after, after_any, array, key,
+ * hold, workdir), which are refused. Besides, an experiment's own:
+ *   name       required: letters, digits, '.', '_', '-', at most EXP_MAX_TASK_NAME; unique in
+ *              the request
  *   trial      -1 (a stage, the generator) or 0 to INT_MAX, unique among an Experiment's trials
  *   generator  a bool (the daemon's own generator task)
  *   params     a mapping (the swept values)
- *   command    an array of strings, the first not empty
- *   env        {"NAME": "value"}, names as the template allows (letters, digits, '_')
- *   gpus, gpu_mem, mem, cpus, timeout_ms, retries   whole numbers >= 0 (the daemon bounds them)
- *   gpu_type   a string, not empty
- *   backoff    at most EXP_MAX_BACKOFF whole milliseconds >= 0
+ *   env        names as the template allows (letters, digits, '_')
  *   needs      Pipeline only: names of other tasks of the request, each once, with no cycle
  * Each task's command with the submitter's environment and its own must fit the exec limits
  * (limits_check_exec, util/limits.h). Absent and null mean the default. */
@@ -34,7 +35,7 @@
 
 #define EXP_MAX_NAME 64       /* bytes in an experiment's or a stage's name */
 #define EXP_MAX_TASK_NAME 80  /* bytes in a task's name: NAME-tTRIAL */
-#define EXP_MAX_BACKOFF 8
+#define EXP_MAX_BACKOFF 8     /* REQUEST_MAX_BACKOFF (util/request.h), which the check uses */
 
 /* Letters, digits, '.', '_' and '-', 1 to EXP_MAX_NAME bytes, and not "." or "..": a name
  * that can be a directory under DROVER_HOME and nothing else. */

@@ -1,7 +1,7 @@
-/* exp/schema.c — the template schema as a declarative table (key, type, required, choices, an
- * extra check), the walk that checks a document against it, and the checks that span keys: a
- * pipeline's stages and what depends on kind. An unknown key or choice names the nearest valid
- * one (Levenshtein). The sweep's own checks are exp/sweep.c's. */
+/* exp/schema.c — the walk that checks a document against the schema (exp/schema-table.c): each
+ * value by its key's type, then the key's own check; the values templates share (sizes,
+ * durations); and what depends on kind. An unknown key or choice names the nearest valid one
+ * (Levenshtein). The sweep's own checks are exp/sweep.c's, a pipeline's stages exp/stages.c's. */
 #include "exp/request.h"
 #include "exp/template-internal.h"
 #include "util/parse.h"
@@ -11,146 +11,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define SCHEMA_MAX_STAGES 1000
-
-enum schema_type {
-    TYPE_STRING, TYPE_COUNT, TYPE_POSITIVE, TYPE_NUMBER, TYPE_BOOL, TYPE_SIZE, TYPE_DURATION,
-    TYPE_MAPPING, TYPE_FREE, TYPE_ARGV, TYPE_STRINGS, TYPE_ENV, TYPE_RETRY, TYPE_BACKOFF,
-    TYPE_BASELINE, TYPE_IMPROVEMENT, TYPE_PARAMETERS, TYPE_STAGES,
-};
-
-/* One key of the schema; a mapping's keys end with {NULL}. */
-struct schema_key {
-    const char *key;
-    enum schema_type type;
-    bool required;
-    const struct schema_key *children; /* TYPE_MAPPING, and the mapping forms of the others */
-    const char *const *choices;        /* TYPE_STRING: the allowed values, NULL-terminated */
-    int (*check)(struct template *t, const json_t *value, const char *path); /* after the type */
-};
-
-static int schema_check_api(struct template *t, const json_t *value, const char *path);
-static int schema_check_name(struct template *t, const json_t *value, const char *path);
-static int schema_check_stages(struct template *t, const json_t *value, const char *path);
-static int schema_check_factor(struct template *t, const json_t *value, const char *path);
-
-static const char *const schema_kinds[] = {"Experiment", "Pipeline", NULL};
-static const char *const schema_methods[] = {"grid", "random", NULL};
-static const char *const schema_distributions[] = {"uniform", "log_uniform", "int_uniform",
-                                                   NULL};
-static const char *const schema_stoppers[] = {"asha", "median", NULL};
-static const char *const schema_modes[] = {"max", "min", NULL};
-
-static const struct schema_key schema_resources[] = {
-    {.key = "gpu_type", .type = TYPE_STRING},
-    {.key = "gpu_count", .type = TYPE_COUNT},
-    {.key = "gpu_memory", .type = TYPE_SIZE},
-    {.key = "memory", .type = TYPE_SIZE},
-    {.key = "cpus", .type = TYPE_COUNT},
-    {.key = NULL},
-};
-static const struct schema_key schema_retry[] = {
-    {.key = "attempts", .type = TYPE_COUNT},
-    {.key = "backoff", .type = TYPE_BACKOFF},
-    {.key = NULL},
-};
-/* A sweep parameter written as a mapping: a range, or a distribution (sweep_check). */
-static const struct schema_key schema_range[] = {
-    {.key = "min", .type = TYPE_NUMBER, .required = true},
-    {.key = "max", .type = TYPE_NUMBER, .required = true},
-    {.key = "step", .type = TYPE_NUMBER},
-    {.key = "distribution", .type = TYPE_STRING, .choices = schema_distributions},
-    {.key = NULL},
-};
-static const struct schema_key schema_sweep[] = {
-    {.key = "method", .type = TYPE_STRING, .choices = schema_methods},
-    {.key = "parameters", .type = TYPE_PARAMETERS, .required = true},
-    {.key = "max_trials", .type = TYPE_POSITIVE},
-    {.key = "parallel", .type = TYPE_COUNT},
-    {.key = "seed", .type = TYPE_COUNT},
-    {.key = NULL},
-};
-static const struct schema_key schema_early_stopping[] = {
-    {.key = "type", .type = TYPE_STRING, .required = true, .choices = schema_stoppers},
-    {.key = "metric", .type = TYPE_STRING, .required = true},
-    {.key = "mode", .type = TYPE_STRING, .choices = schema_modes},
-    {.key = "rung_unit", .type = TYPE_STRING},
-    {.key = "grace", .type = TYPE_POSITIVE},
-    {.key = "reduction_factor", .type = TYPE_NUMBER, .check = schema_check_factor},
-    {.key = "max_rung", .type = TYPE_POSITIVE},
-    {.key = NULL},
-};
-static const struct schema_key schema_metrics[] = {
-    {.key = "file", .type = TYPE_BOOL},
-    {.key = "patterns", .type = TYPE_STRINGS},
-    {.key = NULL},
-};
-static const struct schema_key schema_baseline[] = {
-    {.key = "experiment", .type = TYPE_STRING, .required = true, .check = schema_check_name},
-    {.key = NULL},
-};
-static const struct schema_key schema_validation[] = {
-    {.key = "metric", .type = TYPE_STRING},
-    {.key = "mode", .type = TYPE_STRING, .choices = schema_modes},
-    {.key = "baseline", .type = TYPE_BASELINE, .children = schema_baseline},
-    {.key = "improvement", .type = TYPE_IMPROVEMENT},
-    {.key = "max_epoch_time", .type = TYPE_DURATION},
-    {.key = "min_gpu_util", .type = TYPE_NUMBER},
-    {.key = NULL},
-};
-static const struct schema_key schema_circuit_breaker[] = {
-    {.key = "failures", .type = TYPE_POSITIVE},
-    {.key = NULL},
-};
-static const struct schema_key schema_generator[] = {
-    {.key = "command", .type = TYPE_ARGV, .required = true},
-    {.key = NULL},
-};
-static const struct schema_key schema_stage[] = {
-    {.key = "name", .type = TYPE_STRING, .required = true, .check = schema_check_name},
-    {.key = "command", .type = TYPE_ARGV, .required = true},
-    {.key = "resources", .type = TYPE_MAPPING, .children = schema_resources},
-    {.key = "needs", .type = TYPE_STRINGS},
-    {.key = "env", .type = TYPE_ENV},
-    {.key = "timeout", .type = TYPE_DURATION},
-    {.key = "retry", .type = TYPE_RETRY, .children = schema_retry},
-    {.key = NULL},
-};
-/* command and stages depend on kind: schema_check_kind. */
-static const struct schema_key schema_spec[] = {
-    {.key = "model", .type = TYPE_FREE},
-    {.key = "data", .type = TYPE_FREE},
-    {.key = "hyperparameters", .type = TYPE_FREE},
-    {.key = "resources", .type = TYPE_MAPPING, .children = schema_resources},
-    {.key = "command", .type = TYPE_ARGV},
-    {.key = "env", .type = TYPE_ENV},
-    {.key = "sweep", .type = TYPE_MAPPING, .children = schema_sweep,
-     .check = sweep_check},
-    {.key = "early_stopping", .type = TYPE_MAPPING, .children = schema_early_stopping},
-    {.key = "metrics", .type = TYPE_MAPPING, .children = schema_metrics},
-    {.key = "validation", .type = TYPE_MAPPING, .children = schema_validation},
-    {.key = "retry", .type = TYPE_RETRY, .children = schema_retry},
-    {.key = "timeout", .type = TYPE_DURATION},
-    {.key = "circuit_breaker", .type = TYPE_MAPPING, .children = schema_circuit_breaker},
-    {.key = "generator", .type = TYPE_MAPPING, .children = schema_generator},
-    {.key = "stages", .type = TYPE_STAGES, .children = schema_stage,
-     .check = schema_check_stages},
-    {.key = NULL},
-};
-static const struct schema_key schema_metadata[] = {
-    {.key = "name", .type = TYPE_STRING, .required = true, .check = schema_check_name},
-    {.key = NULL},
-};
-static const struct schema_key schema_top[] = {
-    {.key = "apiVersion", .type = TYPE_STRING, .required = true, .check = schema_check_api},
-    {.key = "kind", .type = TYPE_STRING, .required = true, .choices = schema_kinds},
-    {.key = "metadata", .type = TYPE_MAPPING, .required = true, .children = schema_metadata},
-    {.key = "spec", .type = TYPE_MAPPING, .required = true, .children = schema_spec},
-    {.key = NULL},
-};
-static const struct schema_key schema_spec_key = {
-    .key = "spec", .type = TYPE_MAPPING, .required = true, .children = schema_spec};
 
 /* --- suggestions: the nearest name, by edit distance (Levenshtein) --- */
 
@@ -239,7 +99,7 @@ static bool schema_is_scalar(const json_t *v)
 /* --- the schema walk --- */
 
 static int schema_check_value(struct template *t, const struct schema_key *key,
-                               const json_t *v, const char *path);
+                              const json_t *v, const char *path);
 
 static int schema_check_mapping(struct template *t, const struct schema_key *keys,
                                 const json_t *object, const char *path)
@@ -355,7 +215,8 @@ static int schema_check_env(struct template *t, const json_t *v, const char *pat
     return 0;
 }
 
-static int schema_check_parameters(struct template *t, const json_t *v, const char *path)
+static int schema_check_parameters(struct template *t, const struct schema_key *key,
+                                   const json_t *v, const char *path)
 {
     const char *name;
     json_t *value;
@@ -368,7 +229,7 @@ static int schema_check_parameters(struct template *t, const json_t *v, const ch
         else if (json_is_array(value))
             ;
         else if (json_is_object(value))
-            schema_check_mapping(t, schema_range, value, child);
+            schema_check_mapping(t, key->children, value, child);
         else
             template_expected(t, child,
                               "a list of values, { min, max, step } or { distribution, min, max }",
@@ -387,9 +248,9 @@ static int schema_check_stage_list(struct template *t, const struct schema_key *
     const json_t *stage;
     if (!json_is_array(v) || json_array_size(v) == 0)
         return template_expected(t, path, "a list of stages", v);
-    if (json_array_size(v) > SCHEMA_MAX_STAGES)
+    if (json_array_size(v) > STAGES_MAX)
         return template_fail(t, path, NAMES_PATH, "%s: more than %d stages", path,
-                             SCHEMA_MAX_STAGES);
+                             STAGES_MAX);
     json_array_foreach(v, i, stage) {
         char *child = template_index(path, i);
         if (!json_is_object(stage))
@@ -414,6 +275,8 @@ static int schema_check_type(struct template *t, const struct schema_key *key,
         if (!json_is_string(v))
             return template_expected(t, path, "a string", v);
         return key->choices ? schema_check_choice(t, key, v, path) : 0;
+    case TYPE_INTEGER:
+        return json_is_integer(v) ? 0 : template_expected(t, path, "an integer", v);
     case TYPE_COUNT:
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX)
             return template_expected(t, path, "an integer >= 0", v);
@@ -454,7 +317,8 @@ static int schema_check_type(struct template *t, const struct schema_key *key,
         if (json_is_object(v))
             return schema_check_mapping(t, key->children, v, path);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX)
-            return template_expected(t, path, "an integer >= 0 or { attempts, backoff }", v);
+            return template_expected(t, path, "an integer >= 0 (retries) or { attempts | retries,"
+                                     " backoff }", v);
         return 0;
     case TYPE_BACKOFF:
         if (!json_is_array(v) || json_array_size(v) > 8)
@@ -479,7 +343,7 @@ static int schema_check_type(struct template *t, const struct schema_key *key,
             return 0;
         return template_expected(t, path, "a percentage such as \"2%\" or a number", v);
     case TYPE_PARAMETERS:
-        return schema_check_parameters(t, v, path);
+        return schema_check_parameters(t, key, v, path);
     case TYPE_STAGES:
         return schema_check_stage_list(t, key, v, path);
     }
@@ -487,7 +351,7 @@ static int schema_check_type(struct template *t, const struct schema_key *key,
 }
 
 static int schema_check_value(struct template *t, const struct schema_key *key,
-                               const json_t *v, const char *path)
+                              const json_t *v, const char *path)
 {
     if (schema_check_type(t, key, v, path) < 0)
         return -1;
@@ -502,167 +366,6 @@ int schema_check_document(struct template *t, const json_t *root)
 int schema_check_spec(struct template *t, const json_t *spec)
 {
     return schema_check_value(t, &schema_spec_key, spec, "spec");
-}
-
-static int schema_check_api(struct template *t, const json_t *v, const char *path)
-{
-    const char *s = json_string_value(v);
-    size_t len = strlen(s);
-    if (len > 3 && strcmp(s + len - 3, "/v1") == 0)
-        return 0;
-    return template_expected(t, path, "\"…/v1\" such as \"drover/v1\"", v);
-}
-
-/* The rule the daemon applies to an exp_run request too (exp/request.c). */
-static int schema_check_name(struct template *t, const json_t *v, const char *path)
-{
-    if (exp_name_valid(json_string_value(v)))
-        return 0;
-    return template_expected(t, path, "a name of letters, digits, '.', '_' and '-' (at most 64;"
-                             " not . or ..)", v);
-}
-
-static int schema_check_factor(struct template *t, const json_t *v, const char *path)
-{
-    return json_number_value(v) > 1 ? 0 : template_expected(t, path, "a number > 1", v);
-}
-
-/* --- pipelines --- */
-
-/* The stages' names -> their indices (the names were checked to be strings). New reference. */
-static json_t *schema_stage_index(const json_t *stages)
-{
-    json_t *index = json_object();
-    size_t i;
-    const json_t *stage;
-    json_array_foreach(stages, i, stage) {
-        const char *name = json_string_value(json_object_get(stage, "name"));
-        if (json_object_get(index, name) == NULL)
-            json_object_set_new(index, name, json_integer((json_int_t)i));
-    }
-    return index;
-}
-
-static long schema_stage_find(const json_t *index, const char *name)
-{
-    const json_t *i = json_object_get(index, name);
-    return i ? (long)json_integer_value(i) : -1;
-}
-
-/* Depth-first along needs; state: 0 unseen, 1 on the trail, 2 done. On a cycle, returns 1 with
- * the cycle as trail[*from .. *to]. */
-static int schema_visit(const json_t *stages, const json_t *index, size_t i, unsigned char *state,
-                        size_t *trail, size_t depth, size_t *from, size_t *to)
-{
-    size_t k;
-    const json_t *need;
-    state[i] = 1;
-    trail[depth] = i;
-    json_array_foreach(json_object_get(json_array_get(stages, i), "needs"), k, need) {
-        size_t j = (size_t)schema_stage_find(index, json_string_value(need));
-        if (state[j] == 1) {
-            for (*from = 0; trail[*from] != j; (*from)++)
-                ;
-            *to = depth;
-            return 1;
-        }
-        if (state[j] == 0 && schema_visit(stages, index, j, state, trail, depth + 1, from, to))
-            return 1;
-    }
-    state[i] = 2;
-    return 0;
-}
-
-static const char *schema_stage_name(const json_t *stages, size_t i)
-{
-    return json_string_value(json_object_get(json_array_get(stages, i), "name"));
-}
-
-/* "cycle in needs: a -> b -> a", at the stage where the cycle was entered. */
-static int schema_check_cycles(struct template *t, const json_t *stages, const json_t *index,
-                               const char *path)
-{
-    size_t n = json_array_size(stages), from = 0, to = 0;
-    unsigned char *state = xcalloc(n, 1);
-    size_t *trail = xcalloc(n, sizeof *trail);
-    for (size_t i = 0; i < n; i++) {
-        if (state[i] != 0 || !schema_visit(stages, index, i, state, trail, 0, &from, &to))
-            continue;
-        char *cycle, *stage_path = template_index(path, trail[from]);
-        size_t len;
-        FILE *fp = template_memstream(&cycle, &len);
-        for (size_t k = from; k <= to; k++)
-            fprintf(fp, "%s -> ", schema_stage_name(stages, trail[k]));
-        fputs(schema_stage_name(stages, trail[from]), fp);
-        fclose(fp);
-        template_fail(t, stage_path, 0, "cycle in needs: %s", cycle);
-        free(cycle);
-        free(stage_path);
-        break;
-    }
-    free(state);
-    free(trail);
-    return t->err ? -1 : 0;
-}
-
-/* One stage's needs: each an existing stage, each once (the daemon refuses a request whose
- * needs repeat a task too, exp/request.c). seen[j] == i + 1: stage i already needs stage j. */
-static int schema_check_needs(struct template *t, const json_t *stages, const json_t *index,
-                              size_t i, const char *stage_path, size_t *seen)
-{
-    size_t k;
-    const json_t *need;
-    json_array_foreach(json_object_get(json_array_get(stages, i), "needs"), k, need) {
-        const char *name = json_string_value(need);
-        long j = schema_stage_find(index, name);
-        if (j >= 0 && seen[j] != i + 1) {
-            seen[j] = i + 1;
-            continue;
-        }
-        const char *best = NULL;
-        size_t best_distance = SIZE_MAX, m;
-        json_t *other;
-        if (j < 0)
-            json_array_foreach(stages, m, other)
-                schema_consider(name, schema_stage_name(stages, m), &best, &best_distance);
-        char *needs_path = template_join(stage_path, "needs");
-        char *need_path = template_index(needs_path, k);
-        char *hint = best ? xasprintf("; did you mean '%s'?", best) : xstrdup("");
-        if (j < 0)
-            template_fail(t, need_path, 0, "needs unknown stage '%s'%s", name, hint);
-        else
-            template_fail(t, need_path, 0, "needs '%s' more than once", name);
-        free(hint);
-        free(need_path);
-        free(needs_path);
-        return -1;
-    }
-    return 0;
-}
-
-static int schema_check_stages(struct template *t, const json_t *stages, const char *path)
-{
-    size_t i, n = json_array_size(stages);
-    const json_t *stage;
-    json_t *index = schema_stage_index(stages);
-    size_t *seen = xcalloc(n, sizeof *seen);
-    json_array_foreach(stages, i, stage) {
-        const char *name = schema_stage_name(stages, i);
-        char *child = template_index(path, i), *name_path = template_join(child, "name");
-        if ((size_t)schema_stage_find(index, name) != i)
-            template_fail(t, name_path, 0, "duplicate stage name '%s'", name);
-        else
-            schema_check_needs(t, stages, index, i, child, seen);
-        free(name_path);
-        free(child);
-        if (t->err != NULL)
-            break;
-    }
-    if (t->err == NULL)
-        schema_check_cycles(t, stages, index, path);
-    free(seen);
-    json_decref(index);
-    return t->err ? -1 : 0;
 }
 
 /* What depends on kind: an Experiment has a command and no stages; a Pipeline has stages, and

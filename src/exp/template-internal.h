@@ -1,7 +1,8 @@
 /* exp/template-internal.h — what the files of exp/template share, and nothing else includes:
  * the checking context with its errors and spec paths (exp/template.c), the schema
- * (exp/schema.c), the sweep (exp/sweep.c), ${…} and the tasks (exp/expand.c), and the YAML reader
- * (exp/yaml.c). exp/template.h is the interface. */
+ * (exp/schema.c, its table exp/schema-table.c, a pipeline's stages exp/stages.c), the sweep
+ * (exp/sweep.c), ${…} (exp/subst.c), the tasks (exp/expand.c), --dry-run's listing
+ * (exp/print.c) and the YAML reader (exp/yaml.c). exp/template.h is the interface. */
 #ifndef DROVER_EXP_TEMPLATE_INTERNAL_H
 #define DROVER_EXP_TEMPLATE_INTERNAL_H
 
@@ -23,7 +24,7 @@ struct template {
     json_t *overlay;    /* path -> location of the sweep value a trial put there */
     const json_t *spec; /* the spec being checked, for sweep paths */
     char *err;
-    /* ${…} (exp/expand.c): what this load or call has substituted so far, against
+    /* ${…} (exp/subst.c): what this load or call has substituted so far, against
      * LIMIT_TEMPLATE_EXPANDED */
     size_t expanded;    /* bytes of every substituted string of the spec (all trials) */
     size_t held;        /* bytes of the strings of mappings being rendered into a ${…} */
@@ -67,7 +68,30 @@ json_t *template_lookup(const json_t *root, const char *path, char **suggestion)
 /* No empty component: not "", ".a", "a." or "a..b". */
 bool template_good_path(const char *path);
 
-/* --- exp/schema.c: the schema and its checks --- */
+/* --- exp/schema-table.c: what a template may hold --- */
+
+enum schema_type {
+    TYPE_STRING, TYPE_INTEGER, TYPE_COUNT, TYPE_POSITIVE, TYPE_NUMBER, TYPE_BOOL, TYPE_SIZE,
+    TYPE_DURATION,
+    TYPE_MAPPING, TYPE_FREE, TYPE_ARGV, TYPE_STRINGS, TYPE_ENV, TYPE_RETRY, TYPE_BACKOFF,
+    TYPE_BASELINE, TYPE_IMPROVEMENT, TYPE_PARAMETERS, TYPE_STAGES,
+};
+
+/* One key of the schema; a mapping's keys end with {NULL}. */
+struct schema_key {
+    const char *key;
+    enum schema_type type;
+    bool required;
+    const struct schema_key *children; /* TYPE_MAPPING, and the mapping forms of the others */
+    const char *const *choices;        /* TYPE_STRING: the allowed values, NULL-terminated */
+    int (*check)(struct template *t, const json_t *value, const char *path); /* after the type */
+};
+
+/* The document's keys (apiVersion, kind, metadata, spec), and spec's alone (a stored spec). */
+extern const struct schema_key schema_top[];
+extern const struct schema_key schema_spec_key;
+
+/* --- exp/schema.c: the walk and the values --- */
 
 /* Offers candidate as the nearest to word if it is closer than *best so far and close enough
  * to be a typo. */
@@ -83,6 +107,13 @@ int schema_check_spec(struct template *t, const json_t *spec);
 /* What depends on kind: command or stages, and no sweep in a Pipeline. */
 int schema_check_kind(struct template *t, enum exp_kind kind, const json_t *spec);
 
+/* --- exp/stages.c: a pipeline's stages --- */
+
+#define STAGES_MAX 1000 /* stages in one pipeline */
+
+/* spec.stages, after each stage's keys were checked: unique names, needs, no cycle. */
+int stages_check(struct template *t, const json_t *stages, const char *path);
+
 /* --- exp/sweep.c: the sweep --- */
 
 /* spec.sweep, after its keys were checked: parameter paths, ranges, distributions, size. */
@@ -97,10 +128,23 @@ json_t *sweep_trial_params(const json_t *sweep, size_t trial, uint64_t seed, jso
 /* sweep.seed if the spec fixes one, else seed. */
 uint64_t sweep_seed(const json_t *spec, unsigned seed);
 
-/* --- exp/expand.c: ${…} and the tasks --- */
+/* --- exp/subst.c: ${…}, and values as text --- */
 
+/* A scalar as it goes into argv, env and ${…} (malloc'd); null is empty. */
+char *subst_scalar_text(const json_t *v);
+/* Any value as text (malloc'd): a scalar as subst_scalar_text, a mapping or list as JSON. */
+char *subst_text(const json_t *v);
 /* Compact JSON with drover's number format. */
-void expand_json(FILE *fp, const json_t *v);
+void subst_json(FILE *fp, const json_t *v);
+/* s[0 .. len) in POSIX shell single quotes (malloc'd). */
+char *subst_shell_quote(const char *s, size_t len);
+/* Whether s[0 .. len) holds only characters no shell gives a meaning to. */
+bool subst_shell_plain(const char *s, size_t len);
+/* The whole of root (a spec) substituted, each node once. New reference, or NULL with t->err. */
+json_t *subst_spec(struct template *t, const json_t *root);
+
+/* --- exp/expand.c: the tasks --- */
+
 /* One trial of a checked spec with params put in; 0, or -1 with t->err. */
 int expand_trial(struct template *t, const json_t *spec, const char *name, int trial,
                  const json_t *params, const json_t *origins, struct exp_task *task);

@@ -7,6 +7,7 @@
  * "FILE:LINE:COLUMN", --set maps what it wrote to "--set a.b=v", and a trial maps what its sweep
  * put in place to where the sweep's value was written. A stored spec has no file: its errors
  * begin with the experiment's name instead. */
+#include "exp/settings.h"
 #include "exp/template-internal.h"
 #include "util/parse.h"
 #include "util/xalloc.h"
@@ -94,7 +95,7 @@ char *template_got(const json_t *v)
     char *buf;
     size_t len;
     FILE *fp = template_memstream(&buf, &len);
-    expand_json(fp, v);
+    subst_json(fp, v);
     fflush(fp); /* buf is only current after a flush */
     if (json_is_real(v) && strpbrk(buf, ".e") == NULL)
         fputs(".0", fp);
@@ -176,12 +177,34 @@ static void template_remember(struct template *t, const char *path, const char *
         json_object_set_new(t->where_keys, path, json_string(location));
 }
 
-/* "a.b=VALUE": VALUE (a YAML scalar) at spec path a.b, making the mappings on the way. */
-static int template_apply_set(struct template *t, json_t *spec, const char *set)
+/* Where "--set PATH=…" writes: below metadata for metadata.name (the only key metadata has; the
+ * schema names any other), else below spec, made if the template has none. NULL after an error. */
+static json_t *template_set_base(struct template *t, json_t *root, const char *path,
+                                 char **doc)
+{
+    if (strcmp(path, "metadata") == 0 || strncmp(path, "metadata.", 9) == 0) {
+        *doc = xstrdup("");
+        return root;
+    }
+    json_t *spec = json_object_get(root, "spec");
+    if (spec == NULL) {
+        spec = json_object();
+        json_object_set_new(root, "spec", spec);
+    } else if (!json_is_object(spec)) {
+        template_expected(t, "spec", "a mapping", spec);
+        return NULL;
+    }
+    *doc = xstrdup("spec");
+    return spec;
+}
+
+/* "a.b=VALUE": VALUE (a YAML scalar) at spec path a.b, making the mappings on the way; or
+ * "metadata.name=NAME", NAME as it is (a name is text even when it looks like a number). */
+static int template_apply_set(struct template *t, json_t *root, const char *set)
 {
     const char *eq = strchr(set, '=');
-    char *path = NULL, *location = NULL, *why = NULL, *doc = xstrdup("spec");
-    json_t *value = NULL, *node = spec;
+    char *path = NULL, *location = NULL, *why = NULL, *doc = NULL;
+    json_t *value = NULL, *node;
     if (eq == NULL) {
         t->err = xasprintf("--set %s: expected PATH=VALUE", set);
         goto fail;
@@ -192,10 +215,14 @@ static int template_apply_set(struct template *t, json_t *spec, const char *set)
                            *path ? "empty component in the path" : "empty path");
         goto fail;
     }
-    if (exp_yaml_scalar(eq + 1, &value, &why) < 0) {
+    if (strcmp(path, "metadata.name") == 0) {
+        value = json_string(eq + 1);
+    } else if (exp_yaml_scalar(eq + 1, &value, &why) < 0) {
         t->err = xasprintf("--set %s: %s", set, why);
         goto fail;
     }
+    if ((node = template_set_base(t, root, path, &doc)) == NULL)
+        goto fail;
     location = xasprintf("--set %s", set);
     for (const char *p = path;;) {
         const char *dot = strchr(p, '.');
@@ -248,22 +275,13 @@ fail:
 static int template_apply_sets(struct template *t, json_t *root, char *const *sets,
                                size_t nsets)
 {
-    json_t *spec = json_object_get(root, "spec");
-    if (nsets == 0)
-        return 0;
-    if (spec == NULL) {
-        spec = json_object();
-        json_object_set_new(root, "spec", spec);
-    } else if (!json_is_object(spec)) {
-        return template_expected(t, "spec", "a mapping", spec);
-    }
     for (size_t i = 0; i < nsets; i++) {
         size_t bad = utf8_check(sets[i]); /* not shown: the line would not be UTF-8 either */
         if (bad > 0) {
             t->err = xasprintf("--set #%zu: not valid UTF-8 (byte %zu)", i + 1, bad);
             return -1;
         }
-        if (template_apply_set(t, spec, sets[i]) < 0)
+        if (template_apply_set(t, root, sets[i]) < 0)
             return -1;
     }
     return 0;
@@ -314,7 +332,8 @@ static int template_experiment(struct template *t, struct exp_def *def, unsigned
     const json_t *sweep = json_object_get(def->spec, "sweep");
     double space = sweep_space(sweep, &ntrials);
     def->space = space < (double)SIZE_MAX ? (size_t)space : SIZE_MAX;
-    def->parallel = (int)json_integer_value(json_object_get(sweep, "parallel"));
+    const json_t *parallel = json_object_get(sweep, "parallel");
+    def->parallel = parallel ? (int)json_integer_value(parallel) : EXP_DEFAULT_PARALLEL;
     if (expand_trials(t, def->spec, def->name, 0, ntrials, seed, &def->tasks) < 0)
         return -1;
     def->ntasks = ntrials;

@@ -14,18 +14,26 @@
  *        PATH is a dotted spec path such as hyperparameters.learning_rate; SPEC is a list of values,
  *        or { min, max, step } (a range, grid only or sampled uniformly on the grid for random),
  *        or { distribution: uniform | log_uniform | int_uniform, min, max } (random only)
- *     early_stopping: { type: asha | median, metric: STR, mode: max | min, rung_unit: STR
- *                       (default epoch), grace: INT (default 1), reduction_factor: NUM (default 3),
- *                       max_rung: INT }
- *     metrics: { file: BOOL (default true), patterns: [ "loss: {value}", "{name}={value}" … ] }
+ *     early_stopping: { type: asha | median, metric: STR, mode: max | min, rung_unit: STR,
+ *                       grace: INT, reduction_factor: NUM (> 1), max_rung: INT }
+ *     metrics: { file: BOOL, patterns: [ "loss: {value}", "{name}={value}" … ] }
  *     validation: { metric: STR, mode: max | min, baseline: NUM | { experiment: NAME },
  *                   improvement: "2%" | NUM, max_epoch_time: DURATION, min_gpu_util: NUM }
- *     retry: INT | { attempts: INT, backoff: [DURATION…] }
- *     timeout: DURATION
- *     circuit_breaker: { failures: INT (default 2) }
+ *     retry: INT | { attempts: INT | retries: INT, backoff: [DURATION…] }
+ *        retry: N and { retries: N } are N retries after the first attempt; { attempts: N } is N
+ *        attempts in all (N >= 1, so N - 1 retries); not both. Bounded like drover submit's
+ *        --retries (util/request.def).
+ *     timeout: DURATION            (per attempt)
+ *     stall: DURATION              (no output and idle GPUs this long: hung, killed and retried)
+ *     priority: INT                (higher runs first; bounded like drover submit's --priority)
+ *     circuit_breaker: { failures: INT }
  *     generator: { command: [STR, …] }
  *     stages: [ { name: STR, command: [STR…], resources: {…}, needs: [STR…], env, timeout,
- *                 retry } ]        (Pipeline: required; Experiment: not allowed)
+ *                 stall, priority, retry } ]   (Pipeline: required; Experiment: not allowed)
+ *
+ * What a template leaves out is not given to the daemon (exp_task_to_json leaves it out), which
+ * applies its defaults; the defaults of early_stopping, circuit_breaker, metrics and sweep are
+ * exp/settings.h's (a trial without retry gets EXP_DEFAULT_TRIAL_RETRIES retries).
  *
  * `${a.b.c}` in any string of the spec is replaced by the value at spec path a.b.c (after the
  * sweep's values for the trial are set); `${a.b.c:q}` by that value in POSIX shell single quotes
@@ -33,7 +41,7 @@
  * LIMIT_TEMPLATE_EXPANDED bytes, or to more than LIMIT_TEMPLATE_TASKS tasks, is refused
  * (util/limits.h), and so is a task beyond the exec limits. `--set a.b=VALUE` overrides a
  * spec value before anything else (VALUE is read as a YAML scalar: 0.01 is a number, true a
- * bool).
+ * bool); `--set metadata.name=NAME` renames the experiment (NAME as written, checked as a name).
  *
  * Every error is one line "FILE:LINE:COLUMN: what is wrong" (the position of the offending node;
  * for --set, "--set a.b=v: what"), e.g. an unknown key names the nearest valid one
@@ -50,22 +58,27 @@
 
 enum exp_kind { EXP_EXPERIMENT, EXP_PIPELINE };
 
-/* One task the experiment creates: a trial of an Experiment, or a stage of a Pipeline. */
+/* One task the experiment creates: a trial of an Experiment, or a stage of a Pipeline. A field
+ * the template did not give holds its "not given" value, and exp_task_to_json leaves it out of the
+ * request, so the daemon applies its own default. */
 struct exp_task {
     char *name;           /* "NAME-t3" for trial 3, the stage name for a pipeline */
     int trial;            /* 0-based trial index; -1 for a pipeline stage */
     json_t *params;       /* the swept values, {"hyperparameters.learning_rate": 0.01}; {} if none */
     char **argv;          /* substituted command, NULL-terminated */
     char **env;           /* "K=V" (substituted), NULL-terminated; may be empty */
-    int gpus;
-    uint64_t gpu_mem;     /* resources.gpu_memory, bytes; 0 = whole GPUs */
+    int gpus;             /* resources.gpu_count; 0 = none (the default) */
+    uint64_t gpu_mem;     /* resources.gpu_memory, bytes; 0 = not given: whole GPUs */
     char *gpu_type;       /* resources.gpu_type, or NULL */
     uint64_t mem;         /* resources.memory (host), bytes; 0 = not given */
     int cpus;             /* 0 = not given */
-    int64_t timeout_ms;   /* 0 = none */
-    int retries;
+    int64_t timeout_ms;   /* 0 = not given: no time limit */
+    int64_t stall_ms;     /* spec.stall; 0 = not given: no stall check */
+    int priority;         /* spec.priority, when has_priority */
+    bool has_priority;
+    int retries;          /* retries after the first attempt; -1 = not given */
     int64_t backoff_ms[8];
-    int nbackoff;
+    int nbackoff;         /* 0 = not given */
     char **needs;         /* names of stages it depends on (pipeline), NULL-terminated */
 };
 

@@ -231,8 +231,8 @@ static size_t sim_check_jobs(struct sim_state *st, struct sim_result *result)
     size_t ok = 0;
     for (size_t i = 0; i < trace->n; i++) {
         struct core_request req = sim_request(st->config, &trace->jobs[i]);
-        const char *why;
-        if (core_check_request(st->core, &req, &why) == 0) {
+        char why[CORE_WHY_MAX];
+        if (core_check_request(st->core, &req, why, sizeof why) == 0) {
             ok++;
             continue;
         }

@@ -1,24 +1,20 @@
-/* Trace, node-list and cluster-spec readers. A trace is read whole into one buffer and split in
- * place (no quoting exists in these files), so 100,000 rows cost one read and one pass. */
+/* Trace, node-list and cluster-spec readers: what each format's columns mean. The reading itself
+ * (whole file, lines split in place, field parsers) is sim/csv.c. */
+#include "sim/csv.h"
 #include "sim/trace.h"
 #include "util/parse.h"
 #include "util/xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#define TRACE_WHY 512        /* a row's reason, before "FILE:LINE: " is put in front */
 #define TRACE_MAX_FIELDS 12  /* one more than the widest format, so "found 12" can be told */
 #define TRACE_MAX_GPUS 4096
-#define TRACE_MAX_SECONDS 1e13 /* keeps llround(x * 1000) far from int64 overflow */
 #define TRACE_MAX_MIB (1LL << 40)
 #define TRACE_MAX_PRIORITY 1000000
 #define NODE_MAX_GPUS 64
@@ -89,179 +85,13 @@ void sim_types_free(struct sim_types *types)
     memset(types, 0, sizeof *types);
 }
 
-/* Reads path whole, NUL-terminated (one spare byte), into *out. *err is malloc'd on failure. */
-static int trace_load(const char *path, char **out, size_t *out_len, char **err)
-{
-    struct stat st;
-    char *buf = NULL;
-    size_t len = 0, cap;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), saved;
-    if (fd < 0 || fstat(fd, &st) < 0)
-        goto fail;
-    /* size + 2: the file, the terminating NUL, and room for the read that returns 0. Pipes and
-     * other unsized files start small and grow. */
-    cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 2 : 65536;
-    buf = xmalloc(cap);
-    for (;;) {
-        if (cap - len < 2) {
-            cap *= 2;
-            buf = xrealloc(buf, cap);
-        }
-        ssize_t got = read(fd, buf + len, cap - len - 1);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            goto fail;
-        if (got == 0)
-            break;
-        len += (size_t)got;
-    }
-    close(fd);
-    buf[len] = '\0';
-    *out = buf;
-    *out_len = len;
-    return 0;
-fail:
-    saved = errno;
-    if (fd >= 0)
-        close(fd);
-    free(buf);
-    *err = xasprintf("%s: %s", path, strerror(saved));
-    return -1;
-}
-
-/* Walks the lines of a loaded buffer, terminating each in place. */
-struct trace_lines {
-    char *p, *end;
-    unsigned line; /* of the line last returned, 1-based */
-};
-
-static void trace_lines_init(struct trace_lines *lines, char *buf, size_t len)
-{
-    lines->p = buf;
-    lines->end = buf + len;
-    lines->line = 0;
-    if (len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) /* a UTF-8 byte-order mark */
-        lines->p += 3;
-}
-
-/* The next line without its "\n" or "\r\n", or NULL at the end. *len excludes the terminator;
- * a line holding a NUL byte has strlen() < *len. */
-static char *trace_lines_next(struct trace_lines *lines, size_t *len)
-{
-    if (lines->p >= lines->end)
-        return NULL;
-    char *line = lines->p, *nl = memchr(line, '\n', (size_t)(lines->end - line));
-    char *stop = nl != NULL ? nl : lines->end;
-    lines->p = nl != NULL ? nl + 1 : lines->end;
-    lines->line++;
-    if (stop > line && stop[-1] == '\r')
-        stop--;
-    *stop = '\0';
-    *len = (size_t)(stop - line);
-    return line;
-}
-
-/* Splits line at commas in place. Returns how many fields the line has, which may exceed max
- * (only the first max are stored). */
-static int trace_split(char *line, char **field, int max)
-{
-    int n = 0;
-    for (char *p = line;;) {
-        char *comma = strchr(p, ',');
-        if (n < max)
-            field[n] = p;
-        n++;
-        if (comma == NULL)
-            return n;
-        *comma = '\0';
-        p = comma + 1;
-    }
-}
-
-/* The checks every data line gets before it is split. */
-static int trace_line_sane(const char *line, size_t len, char *why)
-{
-    if (strlen(line) != len) {
-        snprintf(why, TRACE_WHY, "the line holds a NUL byte");
-        return -1;
-    }
-    if (strchr(line, '"') != NULL) {
-        snprintf(why, TRACE_WHY, "quoted fields are not supported");
-        return -1;
-    }
-    return 0;
-}
-
-static int trace_field_count(const char *columns, int min, int max, int n, char *why)
-{
-    if (n >= min && n <= max)
-        return 0;
-    if (min == max)
-        snprintf(why, TRACE_WHY, "expected %d fields (%s), found %d", min, columns, n);
-    else
-        snprintf(why, TRACE_WHY, "expected %d to %d fields (%s), found %d", min, max, columns, n);
-    return -1;
-}
-
-/* A whole field as a finite number >= 0. Only digits, '.' and an exponent are accepted, which
- * keeps out signs, spaces, hex, "nan" and "inf" that strtod would take. */
-static int trace_number(const char *s, double *out)
-{
-    char *end;
-    if (!(isdigit((unsigned char)*s) || *s == '.') || s[strspn(s, "0123456789.eE+-")] != '\0')
-        return -1;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !isfinite(v) || v < 0)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* Seconds, decimals allowed, >= 0 -> ms. */
-static int trace_seconds(const char *column, const char *s, int64_t *out_ms, char *why)
-{
-    double v;
-    if (trace_number(s, &v) < 0)
-        goto bad;
-    if (v > TRACE_MAX_SECONDS) {
-        snprintf(why, TRACE_WHY, "%s \"%.40s\" is too large", column, s);
-        return -1;
-    }
-    *out_ms = (int64_t)llround(v * 1000);
-    return 0;
-bad:
-    snprintf(why, TRACE_WHY, "%s \"%.40s\" is not a number of seconds >= 0", column, s);
-    return -1;
-}
-
-/* A whole number in [min, max]: decimal digits, a leading '-' only where min < 0. */
-static int trace_whole(const char *column, const char *s, long long min, long long max,
-                       long long *out, char *why)
-{
-    const char *digits = (*s == '-' && min < 0) ? s + 1 : s;
-    char *end;
-    if (!isdigit((unsigned char)*digits))
-        goto bad;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < min || v > max)
-        goto bad;
-    *out = v;
-    return 0;
-bad:
-    snprintf(why, TRACE_WHY, "%s \"%.40s\" is not a whole number from %lld to %lld", column, s,
-             min, max);
-    return -1;
-}
-
 static int trace_row_itp(char **field, int n, struct sim_types *types, struct sim_job *job,
                          char *why)
 {
     long long gpus;
-    if (trace_seconds("submission_time", field[1], &job->submit_ms, why) < 0 ||
-        trace_seconds("duration", field[2], &job->duration_ms, why) < 0 ||
-        trace_whole("num_gpu", field[3], 0, TRACE_MAX_GPUS, &gpus, why) < 0)
+    if (csv_seconds("submission_time", field[1], &job->submit_ms, why) < 0 ||
+        csv_seconds("duration", field[2], &job->duration_ms, why) < 0 ||
+        csv_whole("num_gpu", field[3], 0, TRACE_MAX_GPUS, &gpus, why) < 0)
         return -1;
     job->gpus = (int)gpus;
     return 0;
@@ -271,15 +101,15 @@ static int trace_row_csv(char **field, int n, struct sim_types *types, struct si
                          char *why)
 {
     long long gpus, priority;
-    if (trace_seconds("submit_time", field[1], &job->submit_ms, why) < 0 ||
-        trace_seconds("duration", field[2], &job->duration_ms, why) < 0 ||
-        trace_whole("gpus", field[3], 0, TRACE_MAX_GPUS, &gpus, why) < 0)
+    if (csv_seconds("submit_time", field[1], &job->submit_ms, why) < 0 ||
+        csv_seconds("duration", field[2], &job->duration_ms, why) < 0 ||
+        csv_whole("gpus", field[3], 0, TRACE_MAX_GPUS, &gpus, why) < 0)
         return -1;
     job->gpus = (int)gpus;
     if (n >= 5) {
         double f;
-        if (trace_number(field[4], &f) < 0 || f <= 0 || f > 1) {
-            snprintf(why, TRACE_WHY, "gpu_mem_fraction \"%.40s\" is not a number in (0,1]",
+        if (csv_number(field[4], &f) < 0 || f <= 0 || f > 1) {
+            snprintf(why, CSV_WHY, "gpu_mem_fraction \"%.40s\" is not a number in (0,1]",
                      field[4]);
             return -1;
         }
@@ -287,7 +117,7 @@ static int trace_row_csv(char **field, int n, struct sim_types *types, struct si
         job->gpu_milli = milli < 1 ? 1 : milli > 1000 ? 1000 : (int)milli;
     }
     if (n >= 6) {
-        if (trace_whole("priority", field[5], -TRACE_MAX_PRIORITY, TRACE_MAX_PRIORITY, &priority,
+        if (csv_whole("priority", field[5], -TRACE_MAX_PRIORITY, TRACE_MAX_PRIORITY, &priority,
                         why) < 0)
             return -1;
         job->priority = (int)priority;
@@ -305,7 +135,7 @@ static int trace_gpu_spec(const char *spec, struct sim_types *types, uint64_t *m
     for (const char *p = spec; *p != '\0';) {
         size_t len = strcspn(p, "|");
         if (len >= sizeof name) {
-            snprintf(why, TRACE_WHY, "gpu_spec \"%.40s\" has a type name that is too long", spec);
+            snprintf(why, CSV_WHY, "gpu_spec \"%.40s\" has a type name that is too long", spec);
             return -1;
         }
         if (len > 0) {
@@ -313,7 +143,7 @@ static int trace_gpu_spec(const char *spec, struct sim_types *types, uint64_t *m
             name[len] = '\0';
             int type = sim_types_intern(types, name);
             if (type < 0) {
-                snprintf(why, TRACE_WHY, "gpu_spec \"%.40s\": more than %d GPU types", spec,
+                snprintf(why, CSV_WHY, "gpu_spec \"%.40s\": more than %d GPU types", spec,
                          SIM_MAX_TYPES);
                 return -1;
             }
@@ -334,16 +164,16 @@ static int trace_row_alibaba(char **field, int n, struct sim_types *types, struc
     /* A Pending pod never ran: it has no scheduled_time and holds nothing to replay. */
     if (strcmp(field[7], "Pending") == 0)
         return 1;
-    if (trace_whole("cpu_milli", field[1], 0, INT_MAX, &cpu, why) < 0 ||
-        trace_whole("memory_mib", field[2], 0, TRACE_MAX_MIB, &mib, why) < 0 ||
-        trace_whole("num_gpu", field[3], 0, TRACE_MAX_GPUS, &gpus, why) < 0 ||
-        trace_whole("gpu_milli", field[4], gpus > 0 ? 1 : 0, 1000, &milli, why) < 0 ||
-        trace_seconds("creation_time", field[8], &job->submit_ms, why) < 0 ||
-        trace_seconds("deletion_time", field[9], &deletion_ms, why) < 0 ||
-        trace_seconds("scheduled_time", field[10], &scheduled_ms, why) < 0)
+    if (csv_whole("cpu_milli", field[1], 0, INT_MAX, &cpu, why) < 0 ||
+        csv_whole("memory_mib", field[2], 0, TRACE_MAX_MIB, &mib, why) < 0 ||
+        csv_whole("num_gpu", field[3], 0, TRACE_MAX_GPUS, &gpus, why) < 0 ||
+        csv_whole("gpu_milli", field[4], gpus > 0 ? 1 : 0, 1000, &milli, why) < 0 ||
+        csv_seconds("creation_time", field[8], &job->submit_ms, why) < 0 ||
+        csv_seconds("deletion_time", field[9], &deletion_ms, why) < 0 ||
+        csv_seconds("scheduled_time", field[10], &scheduled_ms, why) < 0)
         return -1;
     if (deletion_ms < scheduled_ms) {
-        snprintf(why, TRACE_WHY, "deletion_time \"%.40s\" is before scheduled_time \"%.40s\"",
+        snprintf(why, CSV_WHY, "deletion_time \"%.40s\" is before scheduled_time \"%.40s\"",
                  field[9], field[10]);
         return -1;
     }
@@ -374,10 +204,10 @@ static int trace_header(const struct trace_format *fmt, char **field, int n, cha
     if (ok)
         return 0;
     if (fmt->exact_header && !has_times)
-        snprintf(why, TRACE_WHY, "%s needs the columns %s (this file has no times)", fmt->name,
+        snprintf(why, CSV_WHY, "%s needs the columns %s (this file has no times)", fmt->name,
                  fmt->columns);
     else
-        snprintf(why, TRACE_WHY, "%s needs the columns %s (this file has %.200s)", fmt->name,
+        snprintf(why, CSV_WHY, "%s needs the columns %s (this file has %.200s)", fmt->name,
                  fmt->columns, found);
     return -1;
 }
@@ -403,31 +233,31 @@ int sim_trace_read(const char *path, enum sim_format format, bool skip_bad_rows,
                    struct sim_types *types, struct sim_trace *out, char **err)
 {
     struct sim_trace trace = {0};
-    struct trace_lines lines;
-    char *buf = NULL, *line, *field[TRACE_MAX_FIELDS], why[TRACE_WHY];
+    struct csv_lines lines;
+    char *buf = NULL, *line, *field[TRACE_MAX_FIELDS], why[CSV_WHY];
     size_t len, cap = 0;
     bool first = true;
     memset(out, 0, sizeof *out);
     *err = NULL;
     if (format < SIM_FORMAT_AUTO || format > SIM_FORMAT_CSV)
         fatalx("sim_trace_read: format %d", (int)format);
-    if (trace_load(path, &buf, &len, err) < 0)
+    if (csv_load(path, &buf, &len, err) < 0)
         return -1;
-    trace_lines_init(&lines, buf, len);
+    csv_lines_init(&lines, buf, len);
     if (format == SIM_FORMAT_AUTO)
         format = trace_guess(lines.p);
     const struct trace_format *fmt = &trace_formats[format];
     trace.format = format;
 
-    while ((line = trace_lines_next(&lines, &len)) != NULL) {
+    while ((line = csv_lines_next(&lines, &len)) != NULL) {
         if (len == 0 || (fmt->comments && line[0] == '#'))
             continue;
         bool may_be_header = first;
         first = false;
         struct sim_job job = {.gpu_milli = 1000, .line = lines.line};
-        int n = 0, rc = trace_line_sane(line, len, why);
+        int n = 0, rc = csv_line_sane(line, len, why);
         if (rc == 0) {
-            n = trace_split(line, field, TRACE_MAX_FIELDS);
+            n = csv_split(line, field, TRACE_MAX_FIELDS);
             if (may_be_header && strcmp(field[0], fmt->id_column) == 0) {
                 if (trace_header(fmt, field, n, why) < 0) {
                     *err = xasprintf("%s:%u: %s", path, lines.line, why);
@@ -435,10 +265,10 @@ int sim_trace_read(const char *path, enum sim_format format, bool skip_bad_rows,
                 }
                 continue;
             }
-            rc = trace_field_count(fmt->columns, fmt->min_fields, fmt->max_fields, n, why);
+            rc = csv_field_count(fmt->columns, fmt->min_fields, fmt->max_fields, n, why);
         }
         if (rc == 0 && field[0][0] == '\0') {
-            snprintf(why, TRACE_WHY, "%s is empty", fmt->id_column);
+            snprintf(why, CSV_WHY, "%s is empty", fmt->id_column);
             rc = -1;
         }
         if (rc == 0)
@@ -502,19 +332,19 @@ static int nodes_row(char **field, int n, struct sim_types *types, struct sim_no
                      char *why)
 {
     long long cpu, mib, gpus;
-    if (trace_field_count(NODE_COLUMNS, 5, 5, n, why) < 0)
+    if (csv_field_count(NODE_COLUMNS, 5, 5, n, why) < 0)
         return -1;
     if (field[0][0] == '\0') {
-        snprintf(why, TRACE_WHY, "sn is empty");
+        snprintf(why, CSV_WHY, "sn is empty");
         return -1;
     }
-    if (trace_whole("cpu_milli", field[1], 0, INT_MAX, &cpu, why) < 0 ||
-        trace_whole("memory_mib", field[2], 0, TRACE_MAX_MIB, &mib, why) < 0 ||
-        trace_whole("gpu", field[3], 0, NODE_MAX_GPUS, &gpus, why) < 0)
+    if (csv_whole("cpu_milli", field[1], 0, INT_MAX, &cpu, why) < 0 ||
+        csv_whole("memory_mib", field[2], 0, TRACE_MAX_MIB, &mib, why) < 0 ||
+        csv_whole("gpu", field[3], 0, NODE_MAX_GPUS, &gpus, why) < 0)
         return -1;
     node->type = sim_types_intern(types, field[4]);
     if (node->type < 0) {
-        snprintf(why, TRACE_WHY, "model \"%.40s\": more than %d GPU types", field[4],
+        snprintf(why, CSV_WHY, "model \"%.40s\": more than %d GPU types", field[4],
                  SIM_MAX_TYPES);
         return -1;
     }
@@ -527,25 +357,25 @@ static int nodes_row(char **field, int n, struct sim_types *types, struct sim_no
 int sim_nodes_read(const char *path, struct sim_types *types, struct sim_nodes *out, char **err)
 {
     struct sim_nodes nodes = {0};
-    struct trace_lines lines;
-    char *buf = NULL, *line, *field[TRACE_MAX_FIELDS], why[TRACE_WHY];
+    struct csv_lines lines;
+    char *buf = NULL, *line, *field[TRACE_MAX_FIELDS], why[CSV_WHY];
     size_t len, cap = 0;
     bool first = true;
     memset(out, 0, sizeof *out);
     *err = NULL;
-    if (trace_load(path, &buf, &len, err) < 0)
+    if (csv_load(path, &buf, &len, err) < 0)
         return -1;
-    trace_lines_init(&lines, buf, len);
-    while ((line = trace_lines_next(&lines, &len)) != NULL) {
+    csv_lines_init(&lines, buf, len);
+    while ((line = csv_lines_next(&lines, &len)) != NULL) {
         struct sim_node node = {0};
         if (len == 0)
             continue;
-        if (trace_line_sane(line, len, why) < 0)
+        if (csv_line_sane(line, len, why) < 0)
             goto bad;
-        int n = trace_split(line, field, TRACE_MAX_FIELDS);
+        int n = csv_split(line, field, TRACE_MAX_FIELDS);
         if (first && strcmp(field[0], "sn") == 0) {
             first = false;
-            if (trace_field_count(NODE_COLUMNS, 5, 5, n, why) < 0)
+            if (csv_field_count(NODE_COLUMNS, 5, 5, n, why) < 0)
                 goto bad;
             continue;
         }
@@ -553,7 +383,7 @@ int sim_nodes_read(const char *path, struct sim_types *types, struct sim_nodes *
         if (nodes_row(field, n, types, &node, why) < 0)
             goto bad;
         if (nodes.n == INT_MAX) {
-            snprintf(why, TRACE_WHY, "too many nodes");
+            snprintf(why, CSV_WHY, "too many nodes");
             goto bad;
         }
         node.name = xstrdup(field[0]);

@@ -14,6 +14,19 @@ static json_t *exp_text_or_null(sqlite3_stmt *s, int col)
                : json_string((const char *)sqlite3_column_text(s, col));
 }
 
+/* Steps a write to its end and finalizes it: 0, or -1 with SQLite's error recorded for
+ * store_error() (also when the statement could not be prepared, s == NULL). */
+static int exp_write(struct store *st, sqlite3_stmt *s)
+{
+    int rc = s != NULL ? sqlite3_step(s) : sqlite3_errcode(store_db(st));
+    while (rc == SQLITE_ROW)
+        rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE)
+        store_failed(st, rc);
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
 bool store_exp_exists(struct store *st, const char *name)
 {
     sqlite3_stmt *s = store_prepare(st, "SELECT 1 FROM experiments WHERE name = ?1");
@@ -27,13 +40,14 @@ bool store_exp_exists(struct store *st, const char *name)
 }
 
 int store_exp_insert(struct store *st, const char *name, const char *kind, const json_t *spec,
-                     int64_t seed, int64_t next_trial, int64_t space, int64_t now)
+                     const char *state, int64_t seed, int64_t next_trial, int64_t space,
+                     int64_t now)
 {
     sqlite3_stmt *s = store_prepare(st, "INSERT INTO experiments (name, kind, spec, state, created,"
-                                      " seed, next_trial, space) VALUES (?1, ?2, ?3, 'running',"
+                                      " seed, next_trial, space) VALUES (?1, ?2, ?3, ?8,"
                                       " ?4, ?5, ?6, ?7)");
     if (s == NULL)
-        return -1;
+        return exp_write(st, s);
     char *text = json_dumps(spec, JSON_COMPACT);
     sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 2, kind, -1, SQLITE_STATIC);
@@ -42,8 +56,9 @@ int store_exp_insert(struct store *st, const char *name, const char *kind, const
     sqlite3_bind_int64(s, 5, seed);
     sqlite3_bind_int64(s, 6, next_trial);
     sqlite3_bind_int64(s, 7, space);
+    sqlite3_bind_text(s, 8, state, -1, SQLITE_STATIC);
     free(text);
-    return store_step_once(s);
+    return exp_write(st, s);
 }
 
 int store_trial_insert(struct store *st, const char *exp, int trial, int64_t task,
@@ -52,7 +67,7 @@ int store_trial_insert(struct store *st, const char *exp, int trial, int64_t tas
     sqlite3_stmt *s = store_prepare(st, "INSERT INTO trials (exp, trial, task_id, stage, params)"
                                       " VALUES (?1, ?2, ?3, ?4, ?5)");
     if (s == NULL)
-        return -1;
+        return exp_write(st, s);
     char *text = json_dumps(params, JSON_COMPACT);
     sqlite3_bind_text(s, 1, exp, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(s, 2, trial);
@@ -61,7 +76,7 @@ int store_trial_insert(struct store *st, const char *exp, int trial, int64_t tas
         sqlite3_bind_text(s, 4, stage, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 5, text, -1, SQLITE_TRANSIENT);
     free(text);
-    return store_step_once(s);
+    return exp_write(st, s);
 }
 
 char *store_trial_of_task(struct store *st, int64_t task, int *trial)
@@ -85,23 +100,23 @@ int store_metric_insert(struct store *st, int64_t task, int64_t step, const char
     sqlite3_stmt *s = store_prepare(st, "INSERT OR REPLACE INTO metrics (task_id, step, name, value,"
                                       " ts) VALUES (?1, ?2, ?3, ?4, ?5)");
     if (s == NULL)
-        return -1;
+        return exp_write(st, s);
     sqlite3_bind_int64(s, 1, task);
     sqlite3_bind_int64(s, 2, step);
     sqlite3_bind_text(s, 3, name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_double(s, 4, value);
     sqlite3_bind_int64(s, 5, now);
-    return store_step_once(s);
+    return exp_write(st, s);
 }
 
 int store_exp_set_next(struct store *st, const char *name, int64_t next_trial)
 {
     sqlite3_stmt *s = store_prepare(st, "UPDATE experiments SET next_trial = ?2 WHERE name = ?1");
     if (s == NULL)
-        return -1;
+        return exp_write(st, s);
     sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 2, next_trial);
-    return store_step_once(s);
+    return exp_write(st, s);
 }
 
 int store_trial_stopped(struct store *st, int64_t task, int rung, const char *reason)
@@ -109,11 +124,11 @@ int store_trial_stopped(struct store *st, int64_t task, int rung, const char *re
     sqlite3_stmt *s = store_prepare(st, "UPDATE trials SET stopped_early = 1, rung = ?2,"
                                       " stop_reason = ?3 WHERE task_id = ?1");
     if (s == NULL)
-        return -1;
+        return exp_write(st, s);
     sqlite3_bind_int64(s, 1, task);
     sqlite3_bind_int(s, 2, rung);
     sqlite3_bind_text(s, 3, reason, -1, SQLITE_TRANSIENT);
-    return store_step_once(s);
+    return exp_write(st, s);
 }
 
 int store_exp_set_state(struct store *st, const char *name, const char *state, const char *reason)
@@ -121,12 +136,12 @@ int store_exp_set_state(struct store *st, const char *name, const char *state, c
     sqlite3_stmt *s = store_prepare(st, "UPDATE experiments SET state = ?2, reason = ?3"
                                       " WHERE name = ?1");
     if (s == NULL)
-        return -1;
+        return exp_write(st, s);
     sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 2, state, -1, SQLITE_STATIC);
     if (reason != NULL)
         sqlite3_bind_text(s, 3, reason, -1, SQLITE_TRANSIENT);
-    return store_step_once(s);
+    return exp_write(st, s);
 }
 
 int store_exp_failures(struct store *st, const char *name, bool failed)
@@ -135,16 +150,112 @@ int store_exp_failures(struct store *st, const char *name, bool failed)
                                                " WHERE name = ?1 RETURNING failures"
                                              : "UPDATE experiments SET failures = 0"
                                                " WHERE name = ?1 RETURNING failures");
-    int n = -1;
+    int n = 0, rc;
     if (s == NULL)
-        return -1;
+        return exp_write(st, s);
     sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(s) == SQLITE_ROW)
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
         n = sqlite3_column_int(s, 0);
-    while (sqlite3_step(s) == SQLITE_ROW)
-        ;
+    if (rc != SQLITE_DONE)
+        n = store_failed(st, rc);
     sqlite3_finalize(s);
     return n;
+}
+
+int store_trial_mark_stop(struct store *st, int64_t task, bool marked)
+{
+    sqlite3_stmt *s = store_prepare(st, "UPDATE trials SET stop_reason = CASE WHEN ?2 THEN"
+                                      " 'cancelled by drover exp stop' END"
+                                      " WHERE task_id = ?1 AND stopped_early = 0");
+    if (s == NULL)
+        return exp_write(st, s);
+    sqlite3_bind_int64(s, 1, task);
+    sqlite3_bind_int(s, 2, marked);
+    return exp_write(st, s);
+}
+
+/* The first column of every row of s (bound by the caller), into *ids (malloc'd). */
+static int exp_ids(struct store *st, sqlite3_stmt *s, int64_t **ids, size_t *n)
+{
+    size_t cap = 16;
+    int rc = s != NULL ? SQLITE_ROW : sqlite3_errcode(store_db(st));
+    *n = 0;
+    *ids = xmalloc(cap * sizeof **ids);
+    while (s != NULL && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        xgrow((void **)ids, &cap, *n + 1, sizeof **ids);
+        (*ids)[(*n)++] = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_finalize(s);
+    if (rc == SQLITE_DONE)
+        return 0;
+    free(*ids);
+    *ids = NULL;
+    *n = 0;
+    return store_failed(st, rc);
+}
+
+int store_exp_task_ids(struct store *st, const char *name, bool marked_by_stop, int64_t **ids,
+                       size_t *n)
+{
+    sqlite3_stmt *s = store_prepare(st, "SELECT task_id FROM trials WHERE exp = ?1 AND (NOT ?2 OR"
+                                      " (stopped_early = 0 AND stop_reason IS NOT NULL))"
+                                      " ORDER BY task_id");
+    if (s != NULL) {
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(s, 2, marked_by_stop);
+    }
+    return exp_ids(st, s, ids, n);
+}
+
+int store_exp_tally(struct store *st, const char *name, struct store_exp_tally *out)
+{
+    sqlite3_stmt *s = store_prepare(
+        st, "SELECT COUNT(*), TOTAL(t.stopped_early = 0 AND k.state = 'succeeded'),"
+            " TOTAL(t.stopped_early = 0 AND k.state IN ('failed', 'timed_out')),"
+            " TOTAL(t.stopped_early) FROM trials t JOIN tasks k ON k.id = t.task_id"
+            " WHERE t.exp = ?1 AND t.trial >= 0");
+    int rc = s != NULL ? SQLITE_OK : sqlite3_errcode(store_db(st));
+    memset(out, 0, sizeof *out);
+    if (s != NULL) {
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+        if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+            out->trials = sqlite3_column_int(s, 0);
+            out->succeeded = sqlite3_column_int(s, 1);
+            out->failed = sqlite3_column_int(s, 2);
+            out->stopped_early = sqlite3_column_int(s, 3);
+        }
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW ? 0 : store_failed(st, rc);
+}
+
+json_t *store_exp_failed_trial(struct store *st, const char *name, bool last)
+{
+    sqlite3_stmt *s = store_prepare(
+        st, last ? "SELECT t.task_id, t.stage, a.exit_code, a.signal, a.outcome FROM trials t"
+                   " JOIN tasks k ON k.id = t.task_id LEFT JOIN attempts a ON a.task_id ="
+                   " t.task_id AND a.n = k.attempts WHERE t.exp = ?1 AND t.trial >= 0 AND"
+                   " t.stopped_early = 0 AND k.state IN ('failed', 'timed_out')"
+                   " ORDER BY k.end_time DESC, t.task_id DESC LIMIT 1"
+                 : "SELECT t.task_id, t.stage, a.exit_code, a.signal, a.outcome FROM trials t"
+                   " JOIN tasks k ON k.id = t.task_id LEFT JOIN attempts a ON a.task_id ="
+                   " t.task_id AND a.n = k.attempts WHERE t.exp = ?1 AND t.trial >= 0 AND"
+                   " t.stopped_early = 0 AND k.state IN ('failed', 'timed_out')"
+                   " ORDER BY k.end_time, t.task_id LIMIT 1");
+    json_t *o = NULL;
+    if (s != NULL) {
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(s) == SQLITE_ROW)
+            o = json_pack("{s:I,s:o,s:o,s:o,s:o}", "task", (json_int_t)sqlite3_column_int64(s, 0),
+                          "stage", exp_text_or_null(s, 1), "exit_code",
+                          sqlite3_column_type(s, 2) == SQLITE_NULL
+                              ? json_null() : json_integer(sqlite3_column_int(s, 2)),
+                          "signal", sqlite3_column_type(s, 3) == SQLITE_NULL
+                              ? json_null() : json_integer(sqlite3_column_int(s, 3)),
+                          "outcome", exp_text_or_null(s, 4));
+    }
+    sqlite3_finalize(s);
+    return o;
 }
 
 json_t *store_exp_get(struct store *st, const char *name)

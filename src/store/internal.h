@@ -12,5 +12,8 @@ sqlite3 *store_db(struct store *st);
 sqlite3_stmt *store_prepare(struct store *st, const char *sql);
 /* Steps a statement that returns no rows and finalizes it; 0, or -1 (also for s == NULL). */
 int store_step_once(sqlite3_stmt *s);
+/* Records SQLite's error rc (its message from the handle) for store_error() and
+ * store_error_code(), as the store's own statements do; returns -1. */
+int store_failed(struct store *st, int rc);
 
 #endif

@@ -3,6 +3,7 @@
 #include "util/xalloc.h"
 
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,68 +85,137 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
     return 0;
 }
 
+/* One schema for listings. A brief listing (`ls` for people) holds some of the fields of the
+ * ls --json objects, named by the same keys ("request.gpus": the gpus of the request object),
+ * with the same types; task_brief says which, and both kinds of listing write them from it. The
+ * brief columns come first, in task_brief's order, in every query of a task row. */
+#define TASK_BRIEF_COLUMNS                                                                    \
+    "t.id, t.name, t.state, t.priority, t.gpus, t.attempts, a.exit_code, a.start_ms,"         \
+    " a.end_ms, t.command, a.gpus"
+
 #define TASK_COLUMNS                                                                          \
-    "t.id, t.name, t.state, t.reason, t.command, t.priority, t.gpus, t.gpu_mem, t.cpus,"      \
-    " t.mem, t.timeout_ms, t.retries, t.deps, t.array_id, t.array_index, t.submit_time,"      \
-    " t.end_time, t.attempts, t.idem_key, t.workdir, t.retry_at,"                             \
-    " a.gpus, a.exit_code, a.signal, a.start_ms, a.end_ms, a.run_dir, t.profile,"            \
-    " t.claim_source, t.stall_ms"
+    TASK_BRIEF_COLUMNS ", t.reason, t.gpu_mem, t.cpus, t.mem, t.timeout_ms, t.retries,"       \
+    " t.deps, t.array_id, t.array_index, t.submit_time, t.end_time, t.idem_key, t.workdir,"  \
+    " t.retry_at, a.signal, a.run_dir, t.profile, t.claim_source, t.stall_ms"
 
 #define TASK_FROM                                                                             \
     " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
 
+#define TASK_LIST_WHERE                                                                       \
+    " WHERE (?1 IS NULL OR t.state = ?1)"                                                     \
+    " AND (?2 OR t.end_time IS NULL OR t.end_time >= ?3) ORDER BY t.id"
+
+enum brief_kind {
+    BRIEF_INT,
+    BRIEF_INT_OR_NULL,
+    BRIEF_STRING,
+    BRIEF_STRING_OR_NULL,
+    BRIEF_ARRAY, /* JSON text; an empty array when NULL */
+};
+
+static const struct {
+    const char *key;
+    enum brief_kind kind;
+} task_brief[] = {
+    {"id", BRIEF_INT},
+    {"name", BRIEF_STRING_OR_NULL},
+    {"state", BRIEF_STRING},
+    {"priority", BRIEF_INT},
+    {"request.gpus", BRIEF_INT},
+    {"attempts", BRIEF_INT},
+    {"exit_code", BRIEF_INT_OR_NULL},
+    {"start_time", BRIEF_INT_OR_NULL},
+    {"attempt_end_time", BRIEF_INT_OR_NULL},
+    {"command", BRIEF_ARRAY},
+    {"gpus", BRIEF_ARRAY},
+};
+#define TASK_BRIEF_N (int)(sizeof task_brief / sizeof task_brief[0])
+
+static json_t *col_string_or_null(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? json_null() : json_string(col_text(s, i));
+}
+
+/* Brief field i of row s. */
+static json_t *task_brief_value(sqlite3_stmt *s, int i)
+{
+    switch (task_brief[i].kind) {
+    case BRIEF_INT:
+        return json_integer(sqlite3_column_int64(s, i));
+    case BRIEF_INT_OR_NULL:
+        return col_int_or_null(s, i);
+    case BRIEF_STRING:
+        return json_string(col_text(s, i));
+    case BRIEF_STRING_OR_NULL:
+        return col_string_or_null(s, i);
+    case BRIEF_ARRAY:
+        return sqlite3_column_type(s, i) == SQLITE_NULL ? json_array() : col_json(s, i);
+    }
+    abort();
+}
+
+/* A brief row: the values of task_brief's fields, in its order. */
+static json_t *task_brief_row(sqlite3_stmt *s)
+{
+    json_t *row = json_array();
+    for (int i = 0; i < TASK_BRIEF_N; i++)
+        json_array_append_new(row, task_brief_value(s, i));
+    return row;
+}
+
+/* The brief fields as an object's keys, "request.gpus" in a "request" object. */
+static json_t *task_brief_json(sqlite3_stmt *s)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < TASK_BRIEF_N; i++) {
+        const char *key = task_brief[i].key, *dot = strchr(key, '.');
+        json_t *into = o;
+        if (dot != NULL) {
+            char outer[32];
+            snprintf(outer, sizeof outer, "%.*s", (int)(dot - key), key);
+            if ((into = json_object_get(o, outer)) == NULL)
+                json_object_set_new(o, outer, into = json_object());
+            key = dot + 1;
+        }
+        json_object_set_new(into, key, task_brief_value(s, i));
+    }
+    return o;
+}
+
 /* One task row (TASK_COLUMNS) as the documented JSON object. */
 static json_t *task_row_json(sqlite3_stmt *s)
 {
-    json_t *o = json_object(), *after = json_array(), *after_any = json_array();
-    json_t *deps = col_json(s, 12);
+    json_t *o = task_brief_json(s), *after = json_array(), *after_any = json_array();
+    json_t *deps = col_json(s, 17);
     for (size_t i = 0; i < json_array_size(deps); i++) {
         json_t *d = json_array_get(deps, i);
         bool ok = strcmp(json_string_value(json_array_get(d, 1)), "ok") == 0;
         json_array_append(ok ? after : after_any, json_array_get(d, 0));
     }
     json_decref(deps);
-    json_t *gpus = sqlite3_column_type(s, 21) == SQLITE_NULL ? json_array() : col_json(s, 21);
-    json_object_set_new(o, "id", json_integer(sqlite3_column_int64(s, 0)));
-    json_object_set_new(o, "name", sqlite3_column_type(s, 1) == SQLITE_NULL
-                                       ? json_null() : json_string(col_text(s, 1)));
-    json_object_set_new(o, "state", json_string(col_text(s, 2)));
-    json_object_set_new(o, "reason", sqlite3_column_type(s, 3) == SQLITE_NULL
-                                         ? json_null() : json_string(col_text(s, 3)));
-    json_object_set_new(o, "command", col_json(s, 4));
-    json_object_set_new(o, "priority", json_integer(sqlite3_column_int(s, 5)));
-    json_object_set_new(o, "gpus", gpus);
-    json_object_set_new(o, "request",
-                        json_pack("{s:i,s:I,s:i,s:I,s:I}", "gpus", sqlite3_column_int(s, 6),
-                                  "gpu_mem", (json_int_t)sqlite3_column_int64(s, 7), "cpus",
-                                  sqlite3_column_int(s, 8), "mem",
-                                  (json_int_t)sqlite3_column_int64(s, 9), "timeout_ms",
-                                  (json_int_t)sqlite3_column_int64(s, 10)));
-    json_object_set_new(o, "retries", json_integer(sqlite3_column_int(s, 11)));
+    json_object_set_new(o, "reason", col_string_or_null(s, 11));
+    json_t *request = json_object_get(o, "request");
+    json_object_set_new(request, "gpu_mem", json_integer(sqlite3_column_int64(s, 12)));
+    json_object_set_new(request, "cpus", json_integer(sqlite3_column_int(s, 13)));
+    json_object_set_new(request, "mem", json_integer(sqlite3_column_int64(s, 14)));
+    json_object_set_new(request, "timeout_ms", json_integer(sqlite3_column_int64(s, 15)));
+    json_object_set_new(o, "retries", json_integer(sqlite3_column_int(s, 16)));
     json_object_set_new(o, "after", after);
     json_object_set_new(o, "after_any", after_any);
-    json_object_set_new(o, "array_id", sqlite3_column_int64(s, 13) ? json_integer(
-                                           sqlite3_column_int64(s, 13)) : json_null());
-    json_object_set_new(o, "array_index", sqlite3_column_int64(s, 14) >= 0 ? json_integer(
-                                              sqlite3_column_int64(s, 14)) : json_null());
-    json_object_set_new(o, "submit_time", json_integer(sqlite3_column_int64(s, 15)));
-    json_object_set_new(o, "end_time", col_int_or_null(s, 16));
-    json_object_set_new(o, "attempts", json_integer(sqlite3_column_int(s, 17)));
-    json_object_set_new(o, "key", sqlite3_column_type(s, 18) == SQLITE_NULL
-                                      ? json_null() : json_string(col_text(s, 18)));
-    json_object_set_new(o, "workdir", json_string(col_text(s, 19)));
+    json_object_set_new(o, "array_id", sqlite3_column_int64(s, 18) ? json_integer(
+                                           sqlite3_column_int64(s, 18)) : json_null());
+    json_object_set_new(o, "array_index", sqlite3_column_int64(s, 19) >= 0 ? json_integer(
+                                              sqlite3_column_int64(s, 19)) : json_null());
+    json_object_set_new(o, "submit_time", json_integer(sqlite3_column_int64(s, 20)));
+    json_object_set_new(o, "end_time", col_int_or_null(s, 21));
+    json_object_set_new(o, "key", col_string_or_null(s, 22));
+    json_object_set_new(o, "workdir", json_string(col_text(s, 23)));
     if (strcmp(col_text(s, 2), "retrying") == 0)
-        json_object_set_new(o, "retry_at", json_integer(sqlite3_column_int64(s, 20)));
-    json_object_set_new(o, "exit_code", col_int_or_null(s, 22));
-    json_object_set_new(o, "signal", col_int_or_null(s, 23));
-    json_object_set_new(o, "start_time", col_int_or_null(s, 24));
-    json_object_set_new(o, "attempt_end_time", col_int_or_null(s, 25));
-    json_object_set_new(o, "run_dir", sqlite3_column_type(s, 26) == SQLITE_NULL
-                                          ? json_null() : json_string(col_text(s, 26)));
-    json_object_set_new(o, "profile", sqlite3_column_type(s, 27) == SQLITE_NULL
-                                          ? json_null() : json_string(col_text(s, 27)));
-    json_object_set_new(o, "claim_source", sqlite3_column_type(s, 28) == SQLITE_NULL
-                                               ? json_null() : json_string(col_text(s, 28)));
+        json_object_set_new(o, "retry_at", json_integer(sqlite3_column_int64(s, 24)));
+    json_object_set_new(o, "signal", col_int_or_null(s, 25));
+    json_object_set_new(o, "run_dir", col_string_or_null(s, 26));
+    json_object_set_new(o, "profile", col_string_or_null(s, 27));
+    json_object_set_new(o, "claim_source", col_string_or_null(s, 28));
     json_object_set_new(o, "stall_ms", json_integer(sqlite3_column_int64(s, 29)));
     return o;
 }
@@ -167,10 +237,8 @@ static json_t *task_attempts_json(struct store *st, int64_t id)
         json_object_set_new(a, "end_time", col_int_or_null(s, 2));
         json_object_set_new(a, "exit_code", col_int_or_null(s, 3));
         json_object_set_new(a, "signal", col_int_or_null(s, 4));
-        json_object_set_new(a, "outcome", sqlite3_column_type(s, 5) == SQLITE_NULL
-                                              ? json_null() : json_string(col_text(s, 5)));
-        json_object_set_new(a, "reason", sqlite3_column_type(s, 6) == SQLITE_NULL
-                                             ? json_null() : json_string(col_text(s, 6)));
+        json_object_set_new(a, "outcome", col_string_or_null(s, 5));
+        json_object_set_new(a, "reason", col_string_or_null(s, 6));
         json_object_set_new(a, "gpus", col_json(s, 7));
         json_object_set_new(a, "gpu_mem", json_integer(sqlite3_column_int64(s, 8)));
         json_object_set_new(a, "run_dir", json_string(col_text(s, 9)));
@@ -200,11 +268,10 @@ json_t *store_task_json(struct store *st, int64_t id)
     return o;
 }
 
-json_t *store_list_json(struct store *st, const char *state_filter, bool all, core_time now)
+/* The tasks of a listing, each made by row_fn from a row of `columns`. */
+static json_t *task_list(struct store *st, const char *sql, json_t *(*row_fn)(sqlite3_stmt *),
+                         const char *state_filter, bool all, core_time now)
 {
-    static const char sql[] =
-        "SELECT " TASK_COLUMNS TASK_FROM " WHERE (?1 IS NULL OR t.state = ?1)"
-        " AND (?2 OR t.end_time IS NULL OR t.end_time >= ?3) ORDER BY t.id";
     sqlite3_stmt *s;
     json_t *list = json_array();
     if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
@@ -214,44 +281,23 @@ json_t *store_list_json(struct store *st, const char *state_filter, bool all, co
     sqlite3_bind_int(s, 2, all);
     sqlite3_bind_int64(s, 3, now - 24 * 3600 * 1000LL);
     while (sqlite3_step(s) == SQLITE_ROW)
-        json_array_append_new(list, task_row_json(s));
+        json_array_append_new(list, row_fn(s));
     sqlite3_finalize(s);
     return list;
 }
 
+json_t *store_list_json(struct store *st, const char *state_filter, bool all, core_time now)
+{
+    return task_list(st, "SELECT " TASK_COLUMNS TASK_FROM TASK_LIST_WHERE, task_row_json,
+                     state_filter, all, now);
+}
+
 json_t *store_list_brief(struct store *st, const char *state_filter, bool all, core_time now)
 {
-    static const char sql[] =
-        "SELECT t.id, t.name, t.state, t.priority, t.gpus, t.attempts, a.exit_code,"
-        " a.start_ms, a.end_ms, t.command, a.gpus FROM tasks t"
-        " LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
-        " WHERE (?1 IS NULL OR t.state = ?1)"
-        " AND (?2 OR t.end_time IS NULL OR t.end_time >= ?3) ORDER BY t.id";
-    sqlite3_stmt *s;
-    json_t *rows = json_array();
-    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
-        return rows;
-    if (state_filter)
-        sqlite3_bind_text(s, 1, state_filter, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(s, 2, all);
-    sqlite3_bind_int64(s, 3, now - 24 * 3600 * 1000LL);
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        json_t *row = json_array();
-        json_array_append_new(row, json_integer(sqlite3_column_int64(s, 0)));
-        json_array_append_new(row, sqlite3_column_type(s, 1) == SQLITE_NULL
-                                       ? json_null() : json_string(col_text(s, 1)));
-        json_array_append_new(row, json_string(col_text(s, 2)));
-        json_array_append_new(row, json_integer(sqlite3_column_int(s, 3)));
-        json_array_append_new(row, json_integer(sqlite3_column_int(s, 4)));
-        json_array_append_new(row, json_integer(sqlite3_column_int(s, 5)));
-        json_array_append_new(row, col_int_or_null(s, 6));
-        json_array_append_new(row, col_int_or_null(s, 7));
-        json_array_append_new(row, col_int_or_null(s, 8));
-        json_array_append_new(row, json_string(col_text(s, 9)));  /* command, as JSON text */
-        json_array_append_new(row, json_string(sqlite3_column_type(s, 10) == SQLITE_NULL
-                                                   ? "" : col_text(s, 10)));
-        json_array_append_new(rows, row);
-    }
-    sqlite3_finalize(s);
-    return rows;
+    json_t *columns = json_array();
+    for (int i = 0; i < TASK_BRIEF_N; i++)
+        json_array_append_new(columns, json_string(task_brief[i].key));
+    json_t *rows = task_list(st, "SELECT " TASK_BRIEF_COLUMNS TASK_FROM TASK_LIST_WHERE,
+                             task_brief_row, state_filter, all, now);
+    return json_pack("{s:o,s:o}", "columns", columns, "tasks", rows);
 }

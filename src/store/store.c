@@ -505,6 +505,14 @@ int store_step_once(sqlite3_stmt *s)
     return rc;
 }
 
+int store_failed(struct store *st, int rc)
+{
+    free(st->error);
+    st->error = xstrdup(sqlite3_errmsg(st->db));
+    st->code = rc & 0xff;
+    return -1;
+}
+
 json_t *store_task_exec_info(struct store *st, int64_t id)
 {
     sqlite3_stmt *s = st->q[Q_EXEC_INFO];

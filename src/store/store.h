@@ -98,9 +98,11 @@ json_t *store_task_json(struct store *st, int64_t id);
  * NULL; all = include tasks that ended more than a day ago. */
 json_t *store_list_json(struct store *st, const char *state_filter, bool all, core_time now);
 
-/* `ls` for people: one array per task, [id, name, state, priority, gpus requested, attempts,
- * exit code, start, end, command (as JSON text), GPUs of the latest attempt (as JSON text, ""
- * before any)]. A fraction of the cost of the full objects with 100,000 tasks. */
+/* `ls` for people: {"columns": [KEY, …], "tasks": [[VALUE, …], …]}, each row the values of
+ * some fields of store_list_json's objects in the order of "columns", which names them by the
+ * same keys ("request.gpus" for the gpus of "request") and gives them the same types: one
+ * schema, sent once rather than with every row. A fraction of the cost of the full objects
+ * with 100,000 tasks. */
 json_t *store_list_brief(struct store *st, const char *state_filter, bool all, core_time now);
 
 /* ---- telemetry and what tasks use (store/telemetry.c) ------------------------------------ */
@@ -136,9 +138,12 @@ char *store_task_name(struct store *st, int64_t id);
 
 /* ---- experiments (store/exp.c) ----------------------------------------------------------- */
 
+/* Every write below returns 0, or -1 with the error for store_error() (the caller rolls back). */
 bool store_exp_exists(struct store *st, const char *name);
+/* state: its first (exp/lifecycle.h names them). */
 int store_exp_insert(struct store *st, const char *name, const char *kind, const json_t *spec,
-                     int64_t seed, int64_t next_trial, int64_t space, int64_t now);
+                     const char *state, int64_t seed, int64_t next_trial, int64_t space,
+                     int64_t now);
 int store_trial_insert(struct store *st, const char *exp, int trial, int64_t task,
                        const char *stage, const json_t *params);
 /* The experiment task belongs to (malloc'd) and its trial, or NULL. */
@@ -146,9 +151,12 @@ char *store_trial_of_task(struct store *st, int64_t task, int *trial);
 int store_metric_insert(struct store *st, int64_t task, int64_t step, const char *name,
                         double value, int64_t now);
 int store_trial_stopped(struct store *st, int64_t task, int rung, const char *reason);
+/* Marks a task that `drover exp stop` cancels (unless early stopping ended it), so that `drover
+ * exp resume` queues it again; marked false once it is. */
+int store_trial_mark_stop(struct store *st, int64_t task, bool marked);
 /* The trial number the experiment's next round or generator proposal starts at. */
 int store_exp_set_next(struct store *st, const char *name, int64_t next_trial);
-/* state: running, paused, stopped, done, failed, passed. */
+/* state: one of exp/lifecycle.h's (a static string); reason may be NULL. */
 int store_exp_set_state(struct store *st, const char *name, const char *state, const char *reason);
 /* Counts one more consecutive failure (or resets the count); returns the count, or -1. */
 int store_exp_failures(struct store *st, const char *name, bool failed);
@@ -156,6 +164,20 @@ int store_exp_failures(struct store *st, const char *name, bool failed);
 json_t *store_exp_get(struct store *st, const char *name);
 /* Every experiment with counts of its tasks by state. */
 json_t *store_exp_list(struct store *st);
+/* The experiment's task ids in id order — all of them, or only those a stop marked — into *ids
+ * (malloc'd). Returns 0, or -1 (nothing allocated). */
+int store_exp_task_ids(struct store *st, const char *name, bool marked_by_stop, int64_t **ids,
+                       size_t *n);
+/* The experiment's trials (or stages; not its generator runs) by how they ended: succeeded and
+ * failed (or timed out) count trials that early stopping did not end. */
+struct store_exp_tally {
+    int trials, succeeded, failed, stopped_early;
+};
+int store_exp_tally(struct store *st, const char *name, struct store_exp_tally *out);
+/* The first (or the last) of its trials to fail (failed or timed out, not stopped early), as
+ * {task, stage, exit_code, signal, outcome} of its last attempt (null where unknown); NULL when
+ * none did. */
+json_t *store_exp_failed_trial(struct store *st, const char *name, bool last);
 /* The leaderboard rows: per trial (or stage) its params, state, latest metrics, best value of
  * `metric` (NULL: none), GPU-hours. */
 json_t *store_exp_trials(struct store *st, const char *name, const char *metric, bool maximize,

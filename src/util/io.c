@@ -3,13 +3,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
-int io_write_all(int fd, const void *data, size_t len)
+/* write(), or send() with flags when flags is not 0; restarts on EINTR and short writes. */
+static int io_put_all(int fd, const void *data, size_t len, int flags)
 {
     const char *p = data;
     while (len > 0) {
-        ssize_t w = write(fd, p, len);
+        ssize_t w = flags ? send(fd, p, len, flags) : write(fd, p, len);
         if (w == -1 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -18,6 +20,16 @@ int io_write_all(int fd, const void *data, size_t len)
         len -= (size_t)w;
     }
     return 0;
+}
+
+int io_write_all(int fd, const void *data, size_t len)
+{
+    return io_put_all(fd, data, len, 0);
+}
+
+int io_send_all(int fd, const void *data, size_t len)
+{
+    return io_put_all(fd, data, len, MSG_NOSIGNAL);
 }
 
 int io_read_all(int fd, void *data, size_t len)

@@ -9,22 +9,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* send() with MSG_NOSIGNAL: a daemon that closed the connection early is an error to report,
- * not a signal that kills the client silently. */
-static int proto_write_all(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
-        if (w == -1 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 int proto_send(int fd, const json_t *msg, size_t *size)
 {
     char *text = json_dumps(msg, JSON_COMPACT);
@@ -41,7 +25,7 @@ int proto_send(int fd, const json_t *msg, size_t *size)
         return -1;
     }
     char hdr[4] = {(char)(len >> 24), (char)(len >> 16), (char)(len >> 8), (char)len};
-    int rc = proto_write_all(fd, hdr, 4) == 0 && proto_write_all(fd, text, len) == 0 ? 0 : -1;
+    int rc = io_send_all(fd, hdr, 4) == 0 && io_send_all(fd, text, len) == 0 ? 0 : -1;
     free(text);
     return rc;
 }

@@ -1,211 +1,230 @@
-/* The submit request's shape and ranges (util/request.h), checked by the CLI and the daemon. */
+/* A task request's fields (util/request.def) and their check, for both doors (util/request.h):
+ * the CLI and the daemon run the same code on a submit, and the client and the daemon on each
+ * task of an experiment. */
 #include "util/request.h"
 #include "util/limits.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
 #include <stdbool.h>
-#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 
-const struct request_number request_numbers[] = {
-    {"gpus", "gpus", REQUEST_COUNT, 0, 64},
-    {"gpu_mem", "gpu-mem", REQUEST_BYTES, 1, INT64_MAX},
-    {"cpus", "cpus", REQUEST_COUNT, 1, 1000000},
-    {"mem", "mem", REQUEST_BYTES, 1, INT64_MAX},
-    {"timeout_ms", "timeout", REQUEST_MS, 1, 1000000000000000LL},
-    {"stall_ms", "stall", REQUEST_MS, 1, 1000000000000000LL},
-    {"priority", "priority", REQUEST_COUNT, -1000000, 1000000},
-    {"retries", "retries", REQUEST_COUNT, 0, 1000},
-    {NULL, NULL, REQUEST_COUNT, 0, 0},
+const struct request_field request_fields[] = {
+#define REQUEST_FIELD(key, option, type, min, max, doors, help)                                   \
+    {key, option, REQUEST_##type, min, max, doors, help},
+#include "util/request.def"
+#undef REQUEST_FIELD
+    {"command", NULL, REQUEST_COMMAND, 0, 0, REQUEST_SUBMIT | REQUEST_TASK | REQUEST_REQUIRED,
+     "the command and its arguments, after --"},
+    {NULL, NULL, REQUEST_INT, 0, 0, 0, NULL},
 };
 
-/* Whether req[key] is absent or null (the default). */
-static bool request_absent(json_t *req, const char *key)
+const struct request_field *request_field(const char *key)
 {
-    json_t *v = json_object_get(req, key);
-    return v == NULL || json_is_null(v);
+    for (const struct request_field *f = request_fields; f->key; f++)
+        if (strcmp(f->key, key) == 0)
+            return f;
+    return NULL;
 }
 
-static int request_command(json_t *req, char **why)
+/* "'gpus' (--gpus)": how a message names a field. (static buffer: one at a time) */
+static const char *request_name(const struct request_field *f)
 {
-    json_t *cmd = json_object_get(req, "command"), *e;
+    static char name[64];
+    if (f->option)
+        snprintf(name, sizeof name, "'%s' (--%s)", f->key, f->option);
+    else
+        snprintf(name, sizeof name, "'%s'", f->key);
+    return name;
+}
+
+static bool request_int_in(const json_t *v, long long min, long long max)
+{
+    return json_is_integer(v) && json_integer_value(v) >= min && json_integer_value(v) <= max;
+}
+
+static char *request_number(const struct request_field *f, const json_t *v)
+{
+    static const char *const what[] = {
+        [REQUEST_INT] = "a whole number",
+        [REQUEST_SIZE] = "a whole number of bytes",
+        [REQUEST_DURATION] = "a whole number of milliseconds",
+    };
+    if (request_int_in(v, f->min, f->max))
+        return NULL;
+    return xasprintf("%s must be %s from %lld to %lld", request_name(f), what[f->type], f->min,
+                     f->max);
+}
+
+static char *request_list(const struct request_field *f, const json_t *v)
+{
+    const json_t *e;
     size_t i;
-    if (!json_is_array(cmd) || json_array_size(cmd) == 0) {
-        *why = xstrdup("empty command: give one after --");
-        return -1;
+    if (f->type == REQUEST_IDS) {
+        if (!json_is_array(v))
+            goto badids;
+        json_array_foreach(v, i, e)
+            if (!request_int_in(e, f->min, f->max))
+                goto badids;
+        return NULL;
+badids:
+        return xasprintf("%s must be an array of task ids", request_name(f));
     }
-    json_array_foreach(cmd, i, e) {
-        if (!json_is_string(e)) {
-            *why = xstrdup("the command must be an array of strings");
-            return -1;
-        }
-    }
-    if (json_string_length(json_array_get(cmd, 0)) == 0) {
-        *why = xstrdup("the command's program (its first argument) is empty");
-        return -1;
-    }
-    return 0;
-}
-
-static int request_env(json_t *req, char **why)
-{
-    json_t *env = json_object_get(req, "env"), *v;
-    const char *k;
-    if (request_absent(req, "env"))
-        return 0;
-    if (!json_is_object(env)) {
-        *why = xstrdup("'env' must map variable names to strings");
-        return -1;
-    }
-    json_object_foreach(env, k, v) {
-        if (!json_is_string(v) || *k == '\0' || strchr(k, '=')) {
-            *why = xstrdup("'env' must map variable names (not empty, without '=') to strings");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int request_workdir(json_t *req, char **why)
-{
-    json_t *wd = json_object_get(req, "workdir");
-    struct stat sb;
-    if (!json_is_string(wd) || json_string_value(wd)[0] != '/') {
-        *why = xstrdup("'workdir' must be an absolute path");
-        return -1;
-    }
-    if (stat(json_string_value(wd), &sb) < 0) {
-        *why = xasprintf("workdir %s: %s", json_string_value(wd), strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(sb.st_mode)) {
-        *why = xasprintf("workdir %s: not a directory", json_string_value(wd));
-        return -1;
-    }
-    return 0;
-}
-
-static int request_strings(json_t *req, char **why)
-{
-    static const char *const keys[] = {"name", "key", "profile"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        json_t *v = json_object_get(req, keys[i]);
-        if (request_absent(req, keys[i]))
-            continue;
-        if (!json_is_string(v) || json_string_length(v) == 0 ||
-            json_string_length(v) > REQUEST_MAX_STRING) {
-            *why = xasprintf("'%s' must be a string of 1 to %d bytes", keys[i],
-                             REQUEST_MAX_STRING);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int request_ints(json_t *req, char **why)
-{
-    for (const struct request_number *n = request_numbers; n->key; n++) {
-        json_t *v = json_object_get(req, n->key);
-        if (request_absent(req, n->key))
-            continue;
-        if (!json_is_integer(v) || json_integer_value(v) < n->min ||
-            json_integer_value(v) > n->max) {
-            *why = xasprintf("'%s' (--%s) must be a whole number from %lld to %lld", n->key,
-                             n->option, n->min, n->max);
-            return -1;
-        }
-    }
-    static const char *const bools[] = {"hold", "exclusive"};
-    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++) {
-        if (!request_absent(req, bools[i]) && !json_is_boolean(json_object_get(req, bools[i]))) {
-            *why = xasprintf("'%s' must be true or false", bools[i]);
-            return -1;
-        }
-    }
-    if (json_is_true(json_object_get(req, "exclusive")) && !request_absent(req, "gpu_mem")) {
-        *why = xstrdup("--exclusive and --gpu-mem contradict each other");
-        return -1;
-    }
-    return 0;
-}
-
-static int request_lists(json_t *req, char **why)
-{
-    static const char *const deps[] = {"after", "after_any"};
-    json_t *e;
-    size_t i;
-    for (size_t k = 0; k < sizeof deps / sizeof deps[0]; k++) {
-        json_t *list = json_object_get(req, deps[k]);
-        if (request_absent(req, deps[k]))
-            continue;
-        if (!json_is_array(list))
-            goto baddeps;
-        json_array_foreach(list, i, e) {
-            if (!json_is_integer(e) || json_integer_value(e) <= 0)
-                goto baddeps;
-        }
-        continue;
-baddeps:
-        *why = xasprintf("'%s' must be an array of task ids", deps[k]);
-        return -1;
-    }
-    json_t *backoff = json_object_get(req, "backoff");
-    if (request_absent(req, "backoff"))
-        return 0;
-    if (!json_is_array(backoff) || json_array_size(backoff) == 0 ||
-        json_array_size(backoff) > REQUEST_MAX_BACKOFF)
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > REQUEST_MAX_BACKOFF)
         goto badbackoff;
-    json_array_foreach(backoff, i, e) {
-        if (!json_is_integer(e) || json_integer_value(e) < 0 ||
-            json_integer_value(e) > REQUEST_MAX_BACKOFF_MS)
+    json_array_foreach(v, i, e)
+        if (!request_int_in(e, f->min, f->max))
             goto badbackoff;
-    }
-    return 0;
+    return NULL;
 badbackoff:
-    *why = xasprintf("'backoff' must be 1 to %d whole milliseconds, each from 0 to %lld",
-                     REQUEST_MAX_BACKOFF, REQUEST_MAX_BACKOFF_MS);
-    return -1;
+    return xasprintf("%s must be 1 to %d whole milliseconds, each from %lld to %lld",
+                     request_name(f), REQUEST_MAX_BACKOFF, f->min, f->max);
 }
 
-static int request_array(json_t *req, char **why)
+static char *request_env(const struct request_field *f, const json_t *v)
 {
-    json_t *a = json_object_get(req, "array"), *index, *limit, *e;
+    const char *k;
+    json_t *value;
+    if (!json_is_object(v))
+        goto bad;
+    json_object_foreach((json_t *)v, k, value)
+        if (!json_is_string(value) || *k == '\0' || strchr(k, '='))
+            goto bad;
+    return NULL;
+bad:
+    return xasprintf("'%s' must map variable names (not empty, without '=') to strings", f->key);
+}
+
+static char *request_array(const struct request_field *f, const json_t *a)
+{
+    const json_t *index = json_object_get(a, "index"), *limit = json_object_get(a, "limit");
+    const json_t *e;
     size_t i;
-    if (request_absent(req, "array"))
-        return 0;
-    index = json_object_get(a, "index");
-    limit = json_object_get(a, "limit");
     if (!json_is_object(a) || !json_is_array(index) || json_array_size(index) == 0 ||
         json_array_size(index) > REQUEST_MAX_ARRAY)
         goto bad;
     json_array_foreach(index, i, e) {
-        if (!json_is_integer(e) || json_integer_value(e) < 0 ||
-            json_integer_value(e) > REQUEST_MAX_ARRAY_INDEX ||
+        if (!request_int_in(e, f->min, f->max) ||
             (i > 0 && json_integer_value(e) <= json_integer_value(json_array_get(index, i - 1))))
             goto bad;
     }
-    if (limit && !json_is_null(limit) &&
-        (!json_is_integer(limit) || json_integer_value(limit) < 0 ||
-         json_integer_value(limit) > REQUEST_MAX_ARRAY_LIMIT))
+    if (limit && !json_is_null(limit) && !request_int_in(limit, 0, REQUEST_MAX_ARRAY_LIMIT))
         goto bad;
-    return 0;
+    return NULL;
 bad:
-    *why = xasprintf("'array' must be {\"index\": [...], \"limit\": N}: 1 to %d indices, ascending"
-                     " and unique, each from 0 to %d; limit from 0 (none) to %d",
-                     REQUEST_MAX_ARRAY, REQUEST_MAX_ARRAY_INDEX, REQUEST_MAX_ARRAY_LIMIT);
-    return -1;
+    return xasprintf("'%s' must be {\"index\": [...], \"limit\": N}: 1 to %d indices, ascending"
+                     " and unique, each from %lld to %lld; limit from 0 (none) to %d", f->key,
+                     REQUEST_MAX_ARRAY, f->min, f->max, REQUEST_MAX_ARRAY_LIMIT);
+}
+
+static char *request_workdir(const struct request_field *f, const json_t *wd)
+{
+    struct stat sb;
+    if (!json_is_string(wd) || json_string_value(wd)[0] != '/')
+        return xasprintf("'%s' must be an absolute path", f->key);
+    if (stat(json_string_value(wd), &sb) < 0)
+        return xasprintf("%s %s: %s", f->key, json_string_value(wd), strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return xasprintf("%s %s: not a directory", f->key, json_string_value(wd));
+    return NULL;
+}
+
+static char *request_command(const struct request_field *f, const json_t *cmd)
+{
+    const json_t *e;
+    size_t i;
+    if (!json_is_array(cmd) || json_array_size(cmd) == 0 ||
+        json_string_length(json_array_get(cmd, 0)) == 0)
+        goto bad;
+    json_array_foreach(cmd, i, e)
+        if (!json_is_string(e))
+            goto bad;
+    return NULL;
+bad:
+    return xasprintf("'%s' must be an array of strings, the first (the program) not empty",
+                     f->key);
+}
+
+/* The reason v is not a valid value of f (malloc'd), or NULL. v is NULL when absent. */
+static char *request_value(const struct request_field *f, const json_t *v)
+{
+    switch (f->type) {
+    case REQUEST_INT:
+    case REQUEST_SIZE:
+    case REQUEST_DURATION:
+        return request_number(f, v);
+    case REQUEST_STRING:
+        if (json_is_string(v) && (long long)json_string_length(v) >= f->min &&
+            (long long)json_string_length(v) <= f->max)
+            return NULL;
+        return xasprintf("%s must be a string of %lld to %lld bytes", request_name(f), f->min,
+                         f->max);
+    case REQUEST_BOOL:
+        return json_is_boolean(v) ? NULL
+                                  : xasprintf("%s must be true or false", request_name(f));
+    case REQUEST_IDS:
+    case REQUEST_BACKOFF:
+        return request_list(f, v);
+    case REQUEST_ENV:
+        return request_env(f, v);
+    case REQUEST_ARRAY:
+        return request_array(f, v);
+    case REQUEST_WORKDIR:
+        return request_workdir(f, v);
+    case REQUEST_COMMAND:
+        return request_command(f, v);
+    }
+    return xstrdup("unknown field type"); /* not reached */
+}
+
+/* The check behind both doors: every field of the table, then what involves several. */
+static int request_check(const json_t *req, unsigned door, const json_t *base_env, char **why)
+{
+    *why = NULL;
+    if (!json_is_object(req)) {
+        *why = xstrdup("a task request must be an object");
+        return -1;
+    }
+    for (const struct request_field *f = request_fields; f->key && *why == NULL; f++) {
+        const json_t *v = json_object_get(req, f->key);
+        bool absent = v == NULL || json_is_null(v);
+        if (!(f->doors & door)) {
+            if (!absent)
+                *why = xasprintf(door == REQUEST_TASK ? "'%s' belongs to a submission, not to"
+                                                        " one task of an experiment"
+                                                      : "'%s' belongs to an experiment's tasks",
+                                 f->key);
+        } else if (!absent || (f->doors & REQUEST_REQUIRED)) {
+            *why = request_value(f, absent ? NULL : v);
+        }
+    }
+    const json_t *gpu_mem = json_object_get(req, "gpu_mem");
+    if (*why == NULL && json_is_true(json_object_get(req, "exclusive")) && gpu_mem != NULL &&
+        !json_is_null(gpu_mem))
+        *why = xstrdup("--exclusive and --gpu-mem contradict each other");
+    if (*why != NULL)
+        return -1;
+    /* What the task is started with: base_env, then its own env. */
+    json_t *env = json_object_get(req, "env"), *merged = NULL;
+    if (!json_is_object(env))
+        env = NULL;
+    if (base_env != NULL && env != NULL) {
+        merged = json_copy((json_t *)base_env);
+        json_object_update(merged, env);
+    }
+    int rc = limits_check_exec(json_object_get(req, "command"),
+                               merged ? merged : env ? env : (json_t *)base_env, why);
+    json_decref(merged);
+    return rc;
 }
 
 int request_check_submit(json_t *req, char **why)
 {
-    if (request_command(req, why) < 0 || request_env(req, why) < 0 ||
-        request_strings(req, why) < 0 || request_ints(req, why) < 0 ||
-        request_lists(req, why) < 0 || request_array(req, why) < 0 ||
-        request_workdir(req, why) < 0)
-        return -1;
-    json_t *env = json_object_get(req, "env");
-    return limits_check_exec(json_object_get(req, "command"), json_is_object(env) ? env : NULL,
-                             why);
+    return request_check(req, REQUEST_SUBMIT, NULL, why);
+}
+
+int request_check_task(const json_t *task, const json_t *base_env, char **why)
+{
+    return request_check(task, REQUEST_TASK, base_env, why);
 }

@@ -1,47 +1,83 @@
-/* What a submit request may hold. The CLI runs request_check_submit() on the request it built
- * before sending it, and the daemon runs it on every submit it receives before anything changes:
- * one function, so that no check lives only in the client (a script speaking the protocol gets
- * the same answers as `drover submit`). What depends on the machine or the store — GPU counts and
- * memory, known dependency ids, learned claims — only the daemon can check.
+/* What a task request may hold: one table of its fields (util/request.def), from which come the
+ * check below, `drover submit`'s options and their --help (cli/cmd-submit.c), and the fields an
+ * experiment's tasks may carry. A task request reaches the daemon through two doors:
  *
- * The request (docs/CLI.md has the flags):
- *   command    array of strings, the first not empty          (required)
- *   workdir    absolute path of an existing directory          (required)
- *   env        {"NAME": "value"}: names not empty, without '='
- *   name, key, profile                 strings of 1 to REQUEST_MAX_STRING bytes
- *   gpus, gpu_mem, cpus, mem, timeout_ms, stall_ms, priority, retries   request_numbers[]
- *   backoff    1 to REQUEST_MAX_BACKOFF whole milliseconds, each 0 to REQUEST_MAX_BACKOFF_MS
- *   array      {"index": [...], "limit": N}: 1 to REQUEST_MAX_ARRAY indices, ascending, unique,
- *              each 0 to REQUEST_MAX_ARRAY_INDEX; limit 0 (none) to REQUEST_MAX_ARRAY_LIMIT
- *   after, after_any   arrays of task ids (> 0)
- *   hold, exclusive    booleans; exclusive contradicts gpu_mem
- * Absent and null mean the default. Command and environment together must fit the exec limits
- * (limits_check_exec, util/limits.h). */
+ *   submit   drover submit, or any client: every field below. The CLI runs
+ *            request_check_submit() on the request it built before sending it, and the daemon
+ *            runs it again on every submit it receives before anything changes.
+ *   task     one task of an experiment (exp_run, a next round, a generator's proposals):
+ *            request_check_task(), which exp/request.c runs in the client and the daemon.
+ *            The fields are the same, minus those that belong to a submission rather than to
+ *            one task: how it relates to other tasks (after, after_any, array — an experiment
+ *            has needs and its own array), key, hold, and workdir (the experiment's). Such a
+ *            field in a task is refused by name, never dropped.
+ *
+ * One function per door, so that no check lives only in the client (a script speaking the
+ * protocol gets the same answers as `drover submit`) and a field means the same in both. What
+ * depends on the machine or the store — GPU counts, memory and names, known dependency ids,
+ * learned claims, the defaults of retries and backoff — only the daemon decides
+ * (daemon/request.h). Absent and null mean the default; a field given is within its range. Keys
+ * the table does not know are left to the caller (the protocol's "v" and "op", an experiment's
+ * trial, params, needs and generator). Command and environment together must fit the exec
+ * limits (limits_check_exec, util/limits.h). docs/CLI.md lists the fields. */
 #ifndef DROVER_REQUEST_H
 #define DROVER_REQUEST_H
 
 #include <jansson.h>
+#include <stdint.h>
 
-#define REQUEST_MAX_STRING 4096            /* bytes in a name, key or profile */
+#define REQUEST_MAX_STRING 4096            /* bytes in a name, key, profile or gpu_type */
+#define REQUEST_MAX_GPUS 64                /* GPUs one task may ask for (one node's) */
+#define REQUEST_MAX_DURATION_MS 1000000000000000LL /* what parse_duration() takes */
 #define REQUEST_MAX_ARRAY 100000           /* tasks in one array */
 #define REQUEST_MAX_ARRAY_INDEX 100000000  /* the largest array index */
 #define REQUEST_MAX_ARRAY_LIMIT 1000000    /* the largest %N */
 #define REQUEST_MAX_BACKOFF 8              /* backoff values */
 #define REQUEST_MAX_BACKOFF_MS 1000000000000LL
 
-enum request_unit { REQUEST_COUNT, REQUEST_BYTES, REQUEST_MS };
-
-struct request_number {
-    const char *key;    /* in the request */
-    const char *option; /* drover submit's flag, without dashes */
-    enum request_unit unit;
-    long long min, max;
+/* What a field holds in JSON, and what `drover submit` takes for it. */
+enum request_type {
+    REQUEST_INT,      /* a whole number from min to max */
+    REQUEST_SIZE,     /* bytes, min to max; the CLI takes 16G, 512M, 1.5T, … */
+    REQUEST_DURATION, /* milliseconds, min to max; the CLI takes 90s, 15m, 2h, … */
+    REQUEST_STRING,   /* min to max bytes */
+    REQUEST_BOOL,     /* true or false; the flag takes no value */
+    REQUEST_IDS,      /* an array of task ids, min to max; the CLI: ID[,ID…], repeatable */
+    REQUEST_BACKOFF,  /* 1 to REQUEST_MAX_BACKOFF delays of min to max ms; the CLI: seconds */
+    REQUEST_ENV,      /* {"NAME": "value"}, names not empty, without '='; the CLI: K=V over its
+                       * own environment, repeatable */
+    REQUEST_ARRAY,    /* {"index": [...], "limit": N}: 1 to REQUEST_MAX_ARRAY indices, ascending,
+                       * unique, min to max; limit 0 (none) to REQUEST_MAX_ARRAY_LIMIT. The
+                       * CLI: 0-99, 1,5,9, 0-99%4 */
+    REQUEST_WORKDIR,  /* the absolute path of an existing directory; the CLI: relative to . */
+    REQUEST_COMMAND,  /* an array of strings, the first not empty; the CLI: after -- */
 };
 
-/* The numeric fields, terminated by {NULL}. */
-extern const struct request_number request_numbers[];
+/* The doors a field belongs to (bits), and whether it must be there. */
+#define REQUEST_SUBMIT 1u
+#define REQUEST_TASK 2u
+#define REQUEST_REQUIRED 4u
+
+struct request_field {
+    const char *key;    /* in the request */
+    const char *option; /* drover submit's flag, without dashes; NULL: none (the command) */
+    enum request_type type;
+    long long min, max; /* the value's range (a string's length, each id, delay, index) */
+    unsigned doors;     /* REQUEST_SUBMIT, REQUEST_TASK, REQUEST_REQUIRED */
+    const char *help;   /* one line, for drover submit --help */
+};
+
+/* Every field, in util/request.def's order, then the command; terminated by {NULL}. */
+extern const struct request_field request_fields[];
+
+/* The field named key, or NULL. */
+const struct request_field *request_field(const char *key);
 
 /* 0 if req is a well-formed submit request, else -1 with one line in *why (the caller frees). */
 int request_check_submit(json_t *req, char **why);
+
+/* The same for one task of an experiment. base_env (or NULL) is the environment the task's own
+ * env goes on top of (the experiment's submitter's): the exec limits count both. */
+int request_check_task(const json_t *task, const json_t *base_env, char **why);
 
 #endif

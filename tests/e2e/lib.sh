@@ -1,6 +1,7 @@
 # Shared setup for the end-to-end tests: a temporary DROVER_HOME, a fake GPU inventory, and
 # helpers that wait for conditions (never fixed sleeps). Source it from a t-*.sh script.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/skip.sh"
 
 : "${DROVER:?DROVER must point at the drover binary}"
 DROVER=$(readlink -f "$DROVER")

@@ -8,8 +8,7 @@
 mnt="$TMP/small"
 mkdir -p "$mnt"
 if ! mount -t tmpfs -o size=16M tmpfs "$mnt" 2>/dev/null; then
-    echo "SKIP: mounting a small tmpfs needs root (make check runs as root in CI)"
-    exit 0
+    skip "mounting a small tmpfs needs root (make check runs as root in CI)"
 fi
 export DROVER_HOME="$mnt/home" DROVER_FAKE_CPUS=16
 gate="$TMP/gates"     # off the small disk: creating a file there must work while it is full

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
-/usr/bin/python3 -c 'import numpy' 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no numpy (apt-get install python3-numpy)"; exit 0; }
+/usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "/usr/bin/python3 has no numpy (apt-get install python3-numpy)"
 W=$TMP/exp
 mkdir -p "$W" "$DROVER_HOME"
 echo "sample = 200ms" > "$DROVER_HOME/drover.conf"
@@ -62,7 +62,7 @@ kind: Experiment
 metadata: { name: resume1 }
 spec:
   hyperparameters: { lr: 0.3 }
-  retry: { attempts: 1, backoff: [1s] }
+  retry: { attempts: 2, backoff: [1s] }
   command: [/usr/bin/python3, examples/numpy/train.py, "--lr=${hyperparameters.lr}",
             "--epochs=10", "--epoch-sleep=1"]
 YAML
@@ -102,6 +102,7 @@ spec:
   command: [sh, -c, "exit 3"]
   sweep: { method: grid, parallel: 1, parameters: { hyperparameters.x: [1, 2, 3, 4, 5] } }
   circuit_breaker: { failures: 2 }
+  retry: 0
 YAML
 "$DROVER" exp run "$W/failing.yaml" >/dev/null
 wait_until 30 exp_state_is broken paused

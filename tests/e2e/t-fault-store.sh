@@ -12,7 +12,7 @@ export DROVER_FAKE_GPUS=2x16G DROVER_FAKE_CPUS=4
 . "$(dirname "$0")/lib.sh"
 
 SHIM=${FAILIO_LIB:-$(dirname "$DROVER")/tests/fault/libfailio.so}
-[ -f "$SHIM" ] || { echo "SKIP: no failio shim at $SHIM (build the failio target)"; exit 0; }
+[ -f "$SHIM" ] || skip "no failio shim at $SHIM (build the failio target)"
 CHECK="$(dirname "$0")/../fault/check_store.py"
 BUDGET=${FAULT_BUDGET_S:-40}   # sampling keeps the whole test under a minute
 

@@ -8,8 +8,7 @@
 user=drover-perms-test
 if ! id -u "$user" >/dev/null 2>&1; then
     useradd --system --no-create-home --shell /usr/sbin/nologin "$user" 2>/dev/null || {
-        echo "SKIP: cannot create the user $user (useradd needs root)"
-        exit 77
+        skip "cannot create the user $user (useradd needs root)"
     }
 fi
 # as_user CMD…: runs CMD as that user, with no group of ours.

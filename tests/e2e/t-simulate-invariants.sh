@@ -10,12 +10,12 @@ set -uo pipefail
 DROVER=$(readlink -f "$DROVER")
 TESTDIR=${TESTDIR:-$(cd "$(dirname "$0")" && pwd)}
 REPO=$(cd "$TESTDIR/../.." && pwd)
+. "$TESTDIR/skip.sh"
 TRACES=${DROVER_TRACES:-$REPO/../shared/traces}
 ITP=$TRACES/itp-2021
 ALI=$TRACES/alibaba-gpu-2023
 if [ ! -f "$ITP/cluster02.csv" ] || [ ! -f "$ALI/openb_node_list_gpu_node.csv" ]; then
-    echo "SKIP: no traces"
-    exit 0
+    skip "no traces at $TRACES (set DROVER_TRACES to the shared traces directory)"
 fi
 # The interpreter itself, not a version manager's shim (which can cost 0.3 s a call).
 PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$PY" ] || PY=python3

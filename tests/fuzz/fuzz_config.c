@@ -40,6 +40,12 @@ static void fuzz_check(const struct daemon_config *cfg)
         fuzz_fail("oom-factor out of range");
     if ((cfg->gpus && !cfg->gpus[0]) || (cfg->metrics && !cfg->metrics[0]))
         fuzz_fail("an empty string setting");
+    if (cfg->default_retries < 0 || cfg->default_retries > 1000 || cfg->ndefault_backoff < 1 ||
+        cfg->ndefault_backoff > 8)
+        fuzz_fail("default-retries or default-backoff out of range");
+    for (int i = 0; i < cfg->ndefault_backoff; i++)
+        if (cfg->default_backoff[i] < 0)
+            fuzz_fail("a negative default-backoff");
 }
 
 static bool fuzz_newline_flag(char **argv, size_t argc)

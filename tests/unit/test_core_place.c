@@ -263,57 +263,93 @@ static void test_cpus_unaccounted_and_mem(void **state)
 
 /* ---- the request check --------------------------------------------------------------------- */
 
+/* core_check_request refuses req with exactly this reason. */
+static void check_refused(const struct core *core, struct core_request req, const char *reason)
+{
+    char why[CORE_WHY_MAX] = "";
+    assert_int_equal(core_check_request(core, &req, why, sizeof why), -1);
+    assert_string_equal(why, reason);
+}
+
+static void check_accepted(const struct core *core, struct core_request req)
+{
+    char why[CORE_WHY_MAX] = "";
+    assert_int_equal(core_check_request(core, &req, why, sizeof why), 0);
+    assert_string_equal(why, "");
+}
+
+/* Every refusal names what was asked and what the machine has that rules it out. */
 static void test_check_request(void **state)
 {
     struct core_node nodes[2] = { node_of(4, 40 * GB, 16, 64 * GB), node_of(2, 80 * GB, 8, 0) };
     nodes[0].gpu_mem[3] = 80 * GB;
     struct core *core = new_core(nodes, 2, true);
-    const char *why = NULL;
-    struct core_request req = exclusive(4);
-    assert_int_equal(core_check_request(core, &req, &why), 0);
-    req = exclusive(5); /* more than one node has: spans both, whole */
-    assert_int_equal(core_check_request(core, &req, &why), 0);
-    req = exclusive(7);
-    assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "asks for more GPUs than all the nodes have");
-    req = shared(1, 81 * GB);
-    assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "asks for more memory per GPU than any GPU has");
-    req = shared(2, 80 * GB);
-    assert_int_equal(core_check_request(core, &req, &why), 0); /* node 1 */
-    req = shared(3, 80 * GB);
-    assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "no node has that many GPUs with that much memory each");
-    req = cpu_only(17, 0);
-    assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "asks for more CPUs than any node has");
-    req = cpu_only(1, 65 * GB);
-    assert_int_equal(core_check_request(core, &req, &why), 0); /* node 1 does not count mem */
-    req = exclusive(3);
+    check_accepted(core, exclusive(4));
+    check_accepted(core, exclusive(5)); /* more than one node has: spans both, whole */
+    check_refused(core, exclusive(7), "asks for 7 GPUs; the nodes it could span have 6 in all");
+    check_refused(core, shared(1, 81 * GB),
+                  "asks for 81G of memory per GPU; the largest GPU has 80G");
+    check_accepted(core, shared(2, 80 * GB)); /* node 1 */
+    check_refused(core, shared(3, 80 * GB),
+                  "asks for 3 GPUs with 80G each; the most any node has is 2");
+    check_refused(core, cpu_only(17, 0), "asks for 17 CPUs; the largest node has 16");
+    check_accepted(core, cpu_only(1, 65 * GB)); /* node 1 does not count memory */
+    struct core_request req = exclusive(3);
     req.cpus = 9;
-    assert_int_equal(core_check_request(core, &req, &why), 0);
+    check_accepted(core, req);
     req.cpus = 16;
     req.mem = 65 * GB;
-    assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "no single node has all the GPUs, CPUs and memory it asks for");
-    req = exclusive(-1);
-    assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "asks for a negative amount of a resource");
-    req = cpu_only(-2, 0);
-    assert_int_equal(core_check_request(core, &req, &why), -1);
+    check_refused(core, req, "asks for 3 GPUs, 16 CPUs and 65G of memory; no single node has "
+                             "all of them");
+    check_refused(core, exclusive(-1), "asks for a negative number of GPUs (-1)");
+    check_refused(core, cpu_only(-2, 0), "asks for a negative number of CPUs (-2)");
+    req = cpu_only(1, 0);
+    req.time_limit = -5;
+    check_refused(core, req, "has a negative time limit (-5 ms)");
+    check_refused(core, exclusive(CORE_MAX_SPAN * CORE_MAX_NODE_GPUS + 1),
+                  "asks for 2049 GPUs; a task may span at most 32 nodes of 64");
     core_free(core);
 
-    struct core_node small = node_of(1, 40 * GB, 4, 8 * GB);
+    /* The daemon's one node: the figures are the machine's. */
+    struct core_node small = node_of(1, 40 * GB, 4, 23 * GB + GB / 2);
     core = new_core(&small, 1, true);
-    req = cpu_only(1, 9 * GB);
-    assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "asks for more memory than any node has");
+    check_refused(core, cpu_only(1, 32 * GB),
+                  "asks for 32G of memory; the largest node has 23.5G");
+    check_refused(core, exclusive(2), "asks for 2 GPUs; the largest node has 1");
+    check_refused(core, shared(1, 40 * GB + 512ULL * 1024 * 1024),
+                  "asks for 40.5G of memory per GPU; the largest GPU has 40G");
+    req = shared(1, 8 * GB);
+    req.cpus = 4;
+    req.mem = 23 * GB;
+    check_accepted(core, req);
+    req.cpus = 5;
+    check_refused(core, req, "asks for 5 CPUs; the largest node has 4");
+    /* A short buffer gets the start of the reason, terminated; none at all is fine. */
+    char why[12];
+    assert_int_equal(core_check_request(core, &req, why, sizeof why), -1);
+    assert_string_equal(why, "asks for 5 ");
+    assert_int_equal(core_check_request(core, &req, NULL, 0), -1);
+    core_free(core);
+
+    /* Two resources no node has together. */
+    struct core_node pair[2] = { node_of(0, 0, 32, 8 * GB), node_of(0, 0, 4, 64 * GB) };
+    core = new_core(pair, 2, true);
+    check_refused(core, cpu_only(16, 16 * GB),
+                  "asks for 16 CPUs and 16G of memory; no single node has both");
+    core_free(core);
+
+    /* More nodes than a task may span: 40 nodes of one GPU, 33 GPUs asked. */
+    struct core_node many[40];
+    for (int i = 0; i < 40; i++)
+        many[i] = node_of(1, 16 * GB, 0, 0);
+    core = new_core(many, 40, true);
+    check_accepted(core, exclusive(32));
+    check_refused(core, exclusive(33),
+                  "asks for 33 GPUs, which would span more nodes than a task may (32)");
     core_free(core);
 
     core = new_core(NULL, 0, true);
-    req = cpu_only(1, 0);
-    assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "there is no node to run it on");
+    check_refused(core, cpu_only(1, 0), "there is no node to run it on");
     core_free(core);
 }
 
@@ -525,7 +561,6 @@ static void test_gpu_types(void **state)
         nodes[1].gpu_type[g] = 1;
     nodes[0].gpu_type[3] = 2;
     struct core *core = new_core(nodes, 2, true);
-    const char *why;
     struct core_request req = exclusive(2);
     req.gpu_types = 1ULL << 1;
     struct core_placement pl;
@@ -540,15 +575,20 @@ static void test_gpu_types(void **state)
     assert_int_equal(pl.node, 0);
     assert_int_equal(pl.gpu[0], 3);
     req.gpus = 2;
-    assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "no node has that many GPUs of its types");
+    check_refused(core, req, "asks for 2 GPUs of its types; the most any node has is 1");
     req.gpu_types = (1ULL << 0) | (1ULL << 2);
-    assert_int_equal(core_check_request(core, &req, &why), 0);
+    check_accepted(core, req);
+    req.gpu_types = 1ULL << 5;
+    check_refused(core, req, "asks for GPUs of types that no node has");
+    req = shared(1, 20 * GB);
+    req.gpu_types = 1ULL << 2;
+    check_refused(core, req, "asks for 20G of memory per GPU; the largest GPU of its types "
+                             "has 16G");
     /* Spanning needs every GPU of each node to be of an allowed type. */
     req = exclusive(8);
     req.gpu_types = (1ULL << 0) | (1ULL << 1);
-    assert_int_equal(core_check_request(core, &req, &why), -1);
-    assert_string_equal(why, "asks for more GPUs of its types than all the nodes have");
+    check_refused(core, req, "asks for 8 GPUs of its types; the nodes it could span have 4 in "
+                             "all");
     core_free(core);
 }
 

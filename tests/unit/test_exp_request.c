@@ -159,28 +159,39 @@ static void test_fields(void **state)
         refused(req, want);                                                                       \
     } while (0)
     TASK_REFUSED(json_object_set_new(task, "env", json_pack("{s:i}", "X", 1)),
-                 "trial 1 (e-t1): env must map variable names (letters, digits and '_') to "
+                 "trial 1 (e-t1): 'env' must map variable names (not empty, without '=') to "
+                 "strings");
+    TASK_REFUSED(json_object_set_new(task, "env", json_pack("{s:s}", "A=B", "1")),
+                 "trial 1 (e-t1): 'env' must map variable names (not empty, without '=') to "
                  "strings");
     TASK_REFUSED(json_object_set_new(task, "env", json_pack("{s:s}", "my-var", "1")),
                  "trial 1 (e-t1): env must map variable names (letters, digits and '_') to "
                  "strings");
     TASK_REFUSED(json_object_set_new(task, "command", json_pack("[]")),
-                 "trial 1 (e-t1): the command must be a non-empty array of strings");
+                 "trial 1 (e-t1): 'command' must be an array of strings, the first (the program)"
+                 " not empty");
     TASK_REFUSED(json_object_set_new(task, "command", json_pack("[s,i]", "x", 1)),
-                 "trial 1 (e-t1): the command must be an array of strings, the first not empty");
+                 "trial 1 (e-t1): 'command' must be an array of strings, the first (the program)"
+                 " not empty");
     TASK_REFUSED(json_object_set_new(task, "command", json_pack("[s]", "")),
-                 "trial 1 (e-t1): the command must be an array of strings, the first not empty");
+                 "trial 1 (e-t1): 'command' must be an array of strings, the first (the program)"
+                 " not empty");
     TASK_REFUSED(json_object_set_new(task, "gpus", json_integer(-1)),
-                 "trial 1 (e-t1): 'gpus' must be a whole number >= 0");
+                 "trial 1 (e-t1): 'gpus' (--gpus) must be a whole number from 0 to 64");
     TASK_REFUSED(json_object_set_new(task, "timeout_ms", json_real(1.5)),
-                 "trial 1 (e-t1): 'timeout_ms' must be a whole number >= 0");
+                 "trial 1 (e-t1): 'timeout_ms' (--timeout) must be a whole number of"
+                 " milliseconds from 1 to 1000000000000000");
     TASK_REFUSED(json_object_set_new(task, "params", json_string("lr=1")),
                  "trial 1 (e-t1): 'params' must be a mapping");
     TASK_REFUSED(json_object_set_new(task, "backoff", json_pack("[i,i,i,i,i,i,i,i,i]", 1, 2, 3,
                                                                 4, 5, 6, 7, 8, 9)),
-                 "trial 1 (e-t1): 'backoff' must be at most 8 whole numbers of ms");
+                 "trial 1 (e-t1): 'backoff' (--backoff) must be 1 to 8 whole milliseconds, each"
+                 " from 0 to 1000000000000");
+    TASK_REFUSED(json_object_set_new(task, "after", json_pack("[i]", 1)),
+                 "trial 1 (e-t1): 'after' belongs to a submission, not to one task of an"
+                 " experiment");
     TASK_REFUSED(json_object_set_new(task, "gpu_type", json_string("")),
-                 "trial 1 (e-t1): 'gpu_type' must be a string that is not empty");
+                 "trial 1 (e-t1): 'gpu_type' (--gpu-type) must be a string of 1 to 4096 bytes");
     TASK_REFUSED(json_object_set_new(task, "trial", json_integer(0)), "trial 0 appears twice");
     TASK_REFUSED(json_object_set_new(task, "trial", json_integer(-2)),
                  "task e-t1: 'trial' must be a whole number from -1 to 2147483647");

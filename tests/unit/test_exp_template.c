@@ -184,7 +184,7 @@ static void test_example(void **state)
     assert_string_equal(task->gpu_type, "v100");
     assert_int_equal(task->cpus, 0);
     assert_int_equal(task->timeout_ms, 2 * 3600 * 1000);
-    assert_int_equal(task->retries, 2);
+    assert_int_equal(task->retries, 1); /* attempts: 2 in all */
     assert_int_equal(task->nbackoff, 2);
     assert_int_equal(task->backoff_ms[0], 30000);
     assert_int_equal(task->backoff_ms[1], 120000);
@@ -200,7 +200,7 @@ static void test_example(void **state)
 
     char *out = printed(def);
     const char *want_start =
-        "task exp1-t0  gpus=1 gpu_mem=- mem=16G gpu_type=v100 timeout=2h00m retries=2 "
+        "task exp1-t0  gpus=1 gpu_mem=- mem=16G gpu_type=v100 timeout=2h00m retries=1 "
         "backoff=30s,2m00s\n"
         "  params:  hyperparameters.learning_rate=0.001 hyperparameters.epochs=50\n"
         "  env:     DATA_DIR=/data/cifar10\n"
@@ -531,7 +531,7 @@ static void test_pipeline(void **state)
     def = load(pipeline_yaml);
     char *out = printed(def);
     const char *want_end =
-        "task evaluate  gpus=1 gpu_mem=- mem=8G gpu_type=- timeout=10m00s retries=0\n"
+        "task evaluate  gpus=1 gpu_mem=- mem=8G gpu_type=- timeout=10m00s retries=default\n"
         "  needs:   train-a train-b train-c\n"
         "  env:     DATA=/data MODE=all\n"
         "  command: eval\n"
@@ -986,6 +986,190 @@ static void test_utf8(void **state)
     exp_def_free(def);
 }
 
+/* retry: N is N retries; {attempts: N} N attempts in all; {retries: N} N retries; neither:
+ * not given (-1), and the request leaves retries out so the daemon's default applies. */
+static void test_retry(void **state)
+{
+    static const struct {
+        const char *retry;
+        int retries, nbackoff;
+    } cases[] = {
+        {"3", 3, 0},
+        {"{attempts: 1}", 0, 0},
+        {"{attempts: 4, backoff: [10s]}", 3, 1},
+        {"{retries: 0}", 0, 0},
+        {"{retries: 2}", 2, 0},
+        {"{backoff: [10s, 1m]}", -1, 2},
+        {NULL, -1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *yaml = cases[i].retry ? xasprintf(HEADER "  command: [x]\n  retry: %s\n",
+                                                cases[i].retry)
+                                    : xstrdup(HEADER "  command: [x]\n");
+        struct exp_def *def = load(yaml);
+        assert_int_equal(def->tasks[0].retries, cases[i].retries);
+        assert_int_equal(def->tasks[0].nbackoff, cases[i].nbackoff);
+        json_t *o = exp_task_to_json(&def->tasks[0]);
+        if (cases[i].retries < 0)
+            assert_null(json_object_get(o, "retries"));
+        else
+            assert_int_equal(json_integer_value(json_object_get(o, "retries")),
+                             cases[i].retries);
+        json_decref(o);
+        exp_def_free(def);
+        free(yaml);
+    }
+    expect_error(HEADER "  command: [x]\n  retry: {attempts: 2, retries: 1}\n",
+                 "7:10: spec.retry: give attempts (in all) or retries (after the first attempt),"
+                 " not both");
+    expect_error(HEADER "  command: [x]\n  retry: {attempts: 0}\n",
+                 "7:21: spec.retry.attempts: expected an integer >= 1, got 0");
+    expect_error(HEADER "  command: [x]\n  retry: {attempts: 1002}\n",
+                 "7:21: spec.retry.attempts: expected an integer from 1 to 1001, got 1002");
+    expect_error(HEADER "  command: [x]\n  retry: {retries: 1001}\n",
+                 "7:20: spec.retry.retries: expected an integer from 0 to 1000, got 1001");
+    expect_error(HEADER "  command: [x]\n  retry: 1001\n",
+                 "7:10: spec.retry: expected an integer from 0 to 1000, got 1001");
+    expect_error(HEADER "  command: [x]\n  retry: -1\n",
+                 "7:10: spec.retry: expected an integer >= 0 (retries) or { attempts | retries,"
+                 " backoff }, got -1");
+    expect_error(HEADER "  command: [x]\n  retry: {attempt: 2}\n",
+                 "7:11: unknown key 'attempt' in spec.retry; did you mean 'attempts'?");
+    /* a stage's retry, and attempts through --set */
+    char *sets[] = {"stages.0.retry.attempts=3"};
+    struct exp_def *def = load_sets(pipeline_yaml, sets, 1, 1);
+    assert_int_equal(def->tasks[0].retries, 2);
+    assert_int_equal(def->tasks[1].retries, -1);
+    assert_int_equal(def->tasks[2].retries, 2);
+    exp_def_free(def);
+}
+
+/* spec.priority and spec.stall, and a stage's own. */
+static void test_priority_stall(void **state)
+{
+    struct exp_def *def = load(HEADER "  command: [x]\n  priority: -5\n  stall: 10m\n");
+    assert_true(def->tasks[0].has_priority);
+    assert_int_equal(def->tasks[0].priority, -5);
+    assert_int_equal(def->tasks[0].stall_ms, 600000);
+    char *out = printed(def);
+    assert_string_equal(out, "task e-t0  gpus=0 gpu_mem=- mem=- gpu_type=- timeout=- "
+                             "retries=default stall=10m00s priority=-5\n"
+                             "  command: x\n"
+                             "1 task (no sweep)\n");
+    free(out);
+    exp_def_free(def);
+
+    def = load(HEADER "  command: [x]\n");
+    assert_false(def->tasks[0].has_priority);
+    assert_int_equal(def->tasks[0].stall_ms, 0);
+    exp_def_free(def);
+
+    const char *pipeline = "apiVersion: drover/v1\nkind: Pipeline\nmetadata: {name: p}\n"
+                           "spec:\n"
+                           "  priority: 7\n"
+                           "  stall: 1h\n"
+                           "  stages:\n"
+                           "    - {name: a, command: [x], priority: 0, stall: 90}\n"
+                           "    - {name: b, command: [x], needs: [a]}\n";
+    def = load(pipeline);
+    assert_true(def->tasks[0].has_priority);
+    assert_int_equal(def->tasks[0].priority, 0);
+    assert_int_equal(def->tasks[0].stall_ms, 90000);
+    assert_int_equal(def->tasks[1].priority, 7);
+    assert_int_equal(def->tasks[1].stall_ms, 3600000);
+    exp_def_free(def);
+
+    expect_error(HEADER "  command: [x]\n  priority: 1.5\n",
+                 "7:13: spec.priority: expected an integer, got 1.5");
+    expect_error(HEADER "  command: [x]\n  priority: 1000001\n",
+                 "7:13: spec.priority: expected an integer from -1000000 to 1000000, got 1000001");
+    expect_error(HEADER "  command: [x]\n  stall: soon\n",
+                 "7:10: spec.stall: expected a duration such as 90s or 2h, got \"soon\"");
+}
+
+/* The request's task: the submit request's keys and units, and nothing the template did not
+ * give. */
+static void test_task_json(void **state)
+{
+    struct exp_def *def = load(HEADER "  command: [x]\n");
+    json_t *o = exp_task_to_json(&def->tasks[0]);
+    json_t *want = json_pack("{s:s,s:i,s:{},s:[s]}", "name", "e-t0", "trial", 0, "params",
+                             "command", "x");
+    assert_true(json_equal(o, want));
+    json_decref(want);
+    json_decref(o);
+    exp_def_free(def);
+
+    def = load(HEADER "  resources: {gpu_count: 2, gpu_memory: 1Gi, gpu_type: a100, memory: 2G,"
+                      " cpus: 3}\n"
+                      "  env: {A: 1}\n"
+                      "  command: [x]\n"
+                      "  timeout: 1m\n"
+                      "  stall: 2s\n"
+                      "  priority: 4\n"
+                      "  retry: {attempts: 3, backoff: [5s]}\n");
+    o = exp_task_to_json(&def->tasks[0]);
+    want = json_pack("{s:s,s:i,s:{},s:[s],s:{s:s},s:i,s:I,s:s,s:i,s:I,s:I,s:I,s:i,s:i,s:[I]}",
+                     "name", "e-t0", "trial", 0, "params", "command", "x", "env", "A", "1",
+                     "gpus", 2, "gpu_mem", (json_int_t)1 << 30, "gpu_type", "a100", "cpus", 3,
+                     "mem", (json_int_t)2 << 30, "timeout_ms", (json_int_t)60000, "stall_ms",
+                     (json_int_t)2000, "priority", 4, "retries", 2, "backoff",
+                     (json_int_t)5000);
+    if (!json_equal(o, want)) {
+        char *got = json_dumps(o, JSON_SORT_KEYS);
+        print_error("got %s\n", got);
+        free(got);
+        fail();
+    }
+    json_decref(want);
+    json_decref(o);
+    exp_def_free(def);
+
+    def = load(pipeline_yaml); /* needs only where a stage has them */
+    o = exp_task_to_json(&def->tasks[0]);
+    assert_null(json_object_get(o, "needs"));
+    assert_int_equal(json_integer_value(json_object_get(o, "trial")), -1);
+    json_decref(o);
+    o = exp_task_to_json(&def->tasks[4]);
+    assert_int_equal(json_array_size(json_object_get(o, "needs")), 3);
+    json_decref(o);
+    exp_def_free(def);
+}
+
+/* --set metadata.name=NAME renames the experiment, checked like the template's own name. */
+static void test_set_name(void **state)
+{
+    char *rename[] = {"metadata.name=run-2"};
+    struct exp_def *def = load_sets(example, rename, 1, 1);
+    assert_string_equal(def->name, "run-2");
+    assert_string_equal(def->tasks[0].name, "run-2-t0");
+    exp_def_free(def);
+    char *digits[] = {"metadata.name=20240101"}; /* a name, not a number */
+    def = load_sets(example, digits, 1, 1);
+    assert_string_equal(def->name, "20240101");
+    exp_def_free(def);
+    char *both[] = {"metadata.name=a", "hyperparameters.epochs=3"};
+    def = load_sets(example, both, 2, 1);
+    assert_string_equal(def->name, "a");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(def->spec,
+                                                                        "hyperparameters"),
+                                                        "epochs")),
+                     3);
+    exp_def_free(def);
+    char *bad[] = {"metadata.name=a/b"};
+    expect_error_sets(example, bad, 1,
+                      "--set metadata.name=a/b: metadata.name: expected a name of letters, "
+                      "digits, '.', '_' and '-' (at most 64; not . or ..), got \"a/b\"");
+    char *empty[] = {"metadata.name="};
+    expect_error_sets(example, empty, 1,
+                      "--set metadata.name=: metadata.name: expected a name of letters, "
+                      "digits, '.', '_' and '-' (at most 64; not . or ..), got \"\"");
+    char *typo[] = {"metadata.nam=x"};
+    expect_error_sets(example, typo, 1,
+                      "--set metadata.nam=x: unknown key 'nam' in metadata; did you mean "
+                      "'name'?");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -998,6 +1182,8 @@ int main(void)
         cmocka_unit_test(test_needs_repeated), cmocka_unit_test(test_bomb),
         cmocka_unit_test(test_nesting),   cmocka_unit_test(test_quote),
         cmocka_unit_test(test_exec_limits), cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_retry),     cmocka_unit_test(test_priority_stall),
+        cmocka_unit_test(test_task_json), cmocka_unit_test(test_set_name),
     };
     return cmocka_run_group_tests(tests, test_setup, test_teardown);
 }

@@ -1,11 +1,11 @@
-/* daemon/learn.c: learned claims, the claim after an out-of-memory, the utilisation rule. */
+/* core/learn.c: learned claims, the claim after an out-of-memory, the utilisation rule. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "daemon/learn.h"
+#include "core/learn.h"
 
 #define MIB (1ULL << 20)
 #define GIB (1ULL << 30)

@@ -1,6 +1,6 @@
 /* What telemetry teaches: claims from measured peaks, larger claims after an out-of-memory, and
  * the busy/quiet hysteresis of the utilisation rule. */
-#include "daemon/learn.h"
+#include "core/learn.h"
 
 #define LEARN_STEP (256ULL << 20)
 

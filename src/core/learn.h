@@ -1,7 +1,7 @@
-/* daemon/learn.h — the arithmetic of what drover learns from telemetry, kept pure so that it is
+/* core/learn.h — the arithmetic of what drover learns from telemetry, kept pure so that it is
  * unit-tested on its own (tests/unit/test_learn.c); the daemon feeds it measurements. */
-#ifndef DROVER_DAEMON_LEARN_H
-#define DROVER_DAEMON_LEARN_H
+#ifndef DROVER_CORE_LEARN_H
+#define DROVER_CORE_LEARN_H
 
 #include <stdbool.h>
 #include <stdint.h>
