@@ -1,6 +1,7 @@
 /* Learning how attempts ended — from SIGCHLD for our own supervisors, by polling the run
  * directory for supervisors adopted after a restart — and restoring core from the store. */
 #include "daemon/daemon.h"
+#include "daemon/request.h"
 #include "core/learn.h"
 #include "exec/exec.h"
 #include "util/parse.h"
@@ -277,10 +278,13 @@ static void restore_one(void *arg, int64_t id, enum task_state state, core_time 
     struct daemon *d = ctx->d;
     struct core_task_spec spec;
     struct core_dep *deps = NULL;
-    if (store_task_spec(d->store, id, &spec, &deps) < 0) {
+    char *gpu_type = NULL;
+    if (store_task_spec(d->store, id, &spec, &deps, &gpu_type) < 0) {
         ctx->failed++;
         return;
     }
+    spec.req.gpu_types = daemon_request_restored_types(d, id, gpu_type);
+    free(gpu_type);
     struct core_restore rs = {
         .state = state == TASK_RUNNING && !attempt_open ? TASK_QUEUED : state,
         .ready_time = ready_time,

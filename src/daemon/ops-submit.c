@@ -145,9 +145,12 @@ int ops_retry_task(struct daemon *d, int64_t id)
 {
     struct core_task_spec spec;
     struct core_dep *deps = NULL;
+    char *gpu_type = NULL;
     if (store_reset_for_retry(d->store, id) < 0 ||
-        store_task_spec(d->store, id, &spec, &deps) < 0)
+        store_task_spec(d->store, id, &spec, &deps, &gpu_type) < 0)
         return -1;
+    spec.req.gpu_types = daemon_request_restored_types(d, id, gpu_type);
+    free(gpu_type);
     for (size_t i = 0; i < spec.ndeps; i++)
         if (core_task_state(d->core, deps[i].id) >= 0)
             deps[i].state = -1; /* revived in this same retry */

@@ -142,6 +142,7 @@ json_t *daemon_request_decode(struct daemon *d, json_t *task, json_t *base_env,
     rec->command = json_object_get(task, "command");
     rec->array_index = -1;
     rec->stall_ms = request_int(task, "stall_ms");
+    rec->gpu_type = json_string_value(json_object_get(task, "gpu_type"));
     rec->spec.priority = (int)request_int(task, "priority");
     rec->spec.hold = json_is_true(json_object_get(task, "hold"));
     request_retries(d, task, default_retries, &rec->spec);
@@ -155,6 +156,18 @@ json_t *daemon_request_decode(struct daemon *d, json_t *task, json_t *base_env,
     }
     rec->env = request_env(task, base_env);
     return NULL;
+}
+
+uint64_t daemon_request_restored_types(const struct daemon *d, int64_t id, const char *pattern)
+{
+    if (pattern == NULL)
+        return 0;
+    uint64_t mask = request_gpu_types(d, pattern);
+    if (mask != 0)
+        return mask;
+    fprintf(stderr, "drover daemon: task %lld asks for gpu_type '%s', which no GPU here matches"
+                    " now; it waits until one does\n", (long long)id, pattern);
+    return 1ULL << (CORE_MAX_GPU_TYPES - 1); /* a type no GPU of this machine has */
 }
 
 void daemon_request_release(struct task_record *rec)

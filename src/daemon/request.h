@@ -25,6 +25,11 @@
  * the task when it has a name, with nothing to release. */
 json_t *daemon_request_decode(struct daemon *d, json_t *task, json_t *base_env,
                               const char *workdir, int default_retries, struct task_record *rec);
+/* The GPU types a stored task's pattern (or NULL) matches on this machine now, for a task
+ * restored or retried: the store keeps the pattern, not the mask, since the GPUs may change
+ * between daemons. A pattern nothing matches any more gives a mask no GPU here has (the task
+ * waits, and the log says why) rather than 0, which would mean any GPU. */
+uint64_t daemon_request_restored_types(const struct daemon *d, int64_t id, const char *pattern);
 /* Frees what daemon_request_decode() allocated in rec (its env and profile). */
 void daemon_request_release(struct task_record *rec);
 

@@ -96,7 +96,7 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
 #define TASK_COLUMNS                                                                          \
     TASK_BRIEF_COLUMNS ", t.reason, t.gpu_mem, t.cpus, t.mem, t.timeout_ms, t.retries,"       \
     " t.deps, t.array_id, t.array_index, t.submit_time, t.end_time, t.idem_key, t.workdir,"  \
-    " t.retry_at, a.signal, a.run_dir, t.profile, t.claim_source, t.stall_ms"
+    " t.retry_at, a.signal, a.run_dir, t.profile, t.claim_source, t.stall_ms, t.gpu_type"
 
 #define TASK_FROM                                                                             \
     " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
@@ -199,6 +199,7 @@ static json_t *task_row_json(sqlite3_stmt *s)
     json_object_set_new(request, "cpus", json_integer(sqlite3_column_int(s, 13)));
     json_object_set_new(request, "mem", json_integer(sqlite3_column_int64(s, 14)));
     json_object_set_new(request, "timeout_ms", json_integer(sqlite3_column_int64(s, 15)));
+    json_object_set_new(request, "gpu_type", col_string_or_null(s, 30));
     json_object_set_new(o, "retries", json_integer(sqlite3_column_int(s, 16)));
     json_object_set_new(o, "after", after);
     json_object_set_new(o, "after_any", after_any);

@@ -57,6 +57,9 @@ static const char *const store_migrations[] = {
     " PRIMARY KEY (exp, task_id));"
     "CREATE TABLE metrics (task_id INTEGER NOT NULL, step INTEGER NOT NULL, name TEXT NOT NULL,"
     " value REAL NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (task_id, name, step));",
+    /* One request model (issue 10): the GPU type pattern a task asked for, matched again
+     * against the machine's GPUs whenever the task is restored or retried. */
+    "ALTER TABLE tasks ADD COLUMN gpu_type TEXT;",
 };
 
 enum {
@@ -70,9 +73,10 @@ static const char *const store_sql[Q_NQUERIES] = {
     [Q_INSERT_TASK] =
         "INSERT INTO tasks (name, state, command, workdir, env_id, idem_key, priority, gpus,"
         " gpu_mem, cpus, mem, timeout_ms, retries, backoff, deps, array_id, array_index,"
-        " array_limit, submit_time, attempts, base_attempts, profile, claim_source, stall_ms)"
+        " array_limit, submit_time, attempts, base_attempts, profile, claim_source, stall_ms,"
+        " gpu_type)"
         " VALUES (?1, ?19, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-        " ?17, ?18, 0, 0, ?20, ?21, ?22)",
+        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23)",
     [Q_FIND_KEY] = "SELECT id FROM tasks WHERE idem_key = ?1",
     [Q_STATE] = "SELECT state FROM tasks WHERE id = ?1",
     [Q_SET_STATE] =
@@ -91,7 +95,7 @@ static const char *const store_sql[Q_NQUERIES] = {
         " JOIN envs e ON e.id = t.env_id WHERE t.id = ?1",
     [Q_SPEC] =
         "SELECT priority, submit_time, gpus, gpu_mem, cpus, mem, timeout_ms, retries, backoff,"
-        " deps, array_id, array_limit, base_attempts, attempts FROM tasks WHERE id = ?1",
+        " deps, array_id, array_limit, base_attempts, attempts, gpu_type FROM tasks WHERE id = ?1",
 };
 
 struct store {
@@ -341,6 +345,8 @@ int store_insert_task(struct store *st, struct task_record *rec)
     if (rec->claim_source)
         sqlite3_bind_text(s, 21, rec->claim_source, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 22, rec->stall_ms);
+    if (rec->gpu_type)
+        sqlite3_bind_text(s, 23, rec->gpu_type, -1, SQLITE_TRANSIENT);
     json_decref(backoff);
     json_decref(deps);
     if (store_step_done(st, s) < 0)
@@ -556,7 +562,7 @@ static void store_parse_deps(struct store *st, const char *text, struct core_tas
 }
 
 int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
-                    struct core_dep **deps)
+                    struct core_dep **deps, char **gpu_type)
 {
     sqlite3_stmt *s = st->q[Q_SPEC];
     int rc = -1;
@@ -579,6 +585,9 @@ int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
         spec->array_limit = sqlite3_column_int(s, 11);
         spec->retry_base = sqlite3_column_int(s, 12);
         spec->attempts = sqlite3_column_int(s, 13);
+        if (gpu_type != NULL)
+            *gpu_type = sqlite3_column_type(s, 14) == SQLITE_NULL
+                            ? NULL : xstrdup((const char *)sqlite3_column_text(s, 14));
         rc = 0;
     }
     sqlite3_reset(s);

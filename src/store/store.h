@@ -46,6 +46,8 @@ struct task_record {
     const char *profile;        /* what its GPU use is learned under; may be NULL */
     const char *claim_source;   /* "declared", "learned", or NULL (whole GPUs or none) */
     int64_t stall_ms;           /* --stall; 0 = none */
+    const char *gpu_type;       /* the --gpu-type pattern (spec.req.gpu_types is what it
+                                 * matched here), or NULL */
 };
 
 /* Inserts a task (inside a transaction); sets rec->spec.id. Returns -1 on failure. */
@@ -76,9 +78,11 @@ int store_reset_for_retry(struct store *st, int64_t id);
 json_t *store_task_exec_info(struct store *st, int64_t id);
 
 /* Rebuilds a task's scheduling spec (for restore and retry). deps are allocated into
- * *deps (the caller frees); dep states are filled from the store (-1 if live). */
+ * *deps (the caller frees); dep states are filled from the store (-1 if live). *gpu_type (when
+ * gpu_type is not NULL) gets the task's GPU type pattern (malloc'd) or NULL: the caller matches
+ * it against the machine into spec->req.gpu_types, which the store does not keep. */
 int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
-                    struct core_dep **deps);
+                    struct core_dep **deps, char **gpu_type);
 
 /* Calls fn for each task that is not terminal, or is terminal but still has an attempt
  * without an end (a cancel in flight), in id order. */

@@ -76,9 +76,28 @@ wait_until 10 state_is "$busy" running
 waiting=$(drover submit --gpu-type 24G -- true)
 barrier --gpus 1
 expect_eq "$(state_of "$waiting")" queued "a 24G task while the 24G GPU is taken"
+
+t "--gpu-type survives a daemon restart and a retry (the store keeps the pattern)"
+# Before the pattern was stored, a restarted daemon restored the waiting task with no type:
+# it started at once on an idle 16G GPU.
+expect_eq "$(field_of "$waiting" '["request"]["gpu_type"]')" 24G "show --json"
+drover shutdown >/dev/null
+wait_until 10 sh -c "! [ -S '$DROVER_HOME/drover.sock' ]"
+barrier --gpus 1
+expect_eq "$(state_of "$waiting")" queued "a 24G task, after the restart, while the 24G GPU is taken"
 drover cancel "$busy" >/dev/null
 drover wait "$waiting" >/dev/null
 expect_eq "$(state_of "$waiting")" succeeded
+typed=$(drover submit --gpu-type 24G -- sh -c 'echo "$CUDA_VISIBLE_DEVICES"')
+drover wait "$typed" >/dev/null
+busy=$(drover submit --gpu-type 24G -- sleep 300)
+wait_until 10 state_is "$busy" running
+drover retry "$typed" >/dev/null
+barrier --gpus 1
+expect_eq "$(state_of "$typed")" queued "a retried 24G task while the 24G GPU is taken"
+drover cancel "$busy" >/dev/null
+drover wait "$typed" >/dev/null
+expect_eq "$(drover logs "$typed" | tail -1)" 2 "the retry ran on the 24G GPU"
 
 t "--gpu-type that this machine cannot satisfy: refused, naming the GPUs it has"
 before=$(task_count)
