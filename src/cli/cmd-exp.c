@@ -207,15 +207,21 @@ static const char *exp_number(json_t *v, char *buf, size_t len)
 /* An experiment as a leaderboard (show), as JSON (show --json), or its trials (export). */
 enum exp_view { EXP_TABLE, EXP_JSON, EXP_CSV, EXP_TRIALS_JSON };
 
+/* The daemon's reply to op about experiment name, or NULL with the exit status in *rc. */
+static json_t *exp_call(const struct cmd_entry *cmd, const char *op, const char *name, int *rc)
+{
+    json_t *req = client_request(op);
+    if ((*rc = client_set_string(cmd, req, "name", "the experiment name", name)) != 0) {
+        json_decref(req);
+        return NULL;
+    }
+    return client_call(cmd->name, req, rc);
+}
+
 static int exp_view(const struct cmd_entry *cmd, const char *name, enum exp_view view)
 {
-    json_t *req = client_request("exp_show");
-    int rc = client_set_string(cmd, req, "name", "the experiment name", name);
-    if (rc) {
-        json_decref(req);
-        return rc;
-    }
-    json_t *reply = client_call(cmd->name, req, &rc);
+    int rc;
+    json_t *reply = exp_call(cmd, "exp_show", name, &rc);
     if (reply == NULL)
         return rc;
     json_object_del(reply, "ok");
@@ -278,13 +284,8 @@ static int exp_view(const struct cmd_entry *cmd, const char *name, enum exp_view
 static int exp_control(const struct cmd_entry *cmd, struct cmd_args *args, const char *op,
                        const char *verb)
 {
-    json_t *req = client_request(op);
-    int rc = client_set_string(cmd, req, "name", "the experiment name", args->argv[0]);
-    if (rc) {
-        json_decref(req);
-        return rc;
-    }
-    json_t *reply = client_call(cmd->name, req, &rc);
+    int rc;
+    json_t *reply = exp_call(cmd, op, args->argv[0], &rc);
     if (reply == NULL)
         return rc;
     printf("experiment %s %s (%lld tasks)\n", args->argv[0], verb,
@@ -292,7 +293,6 @@ static int exp_control(const struct cmd_entry *cmd, struct cmd_args *args, const
     json_decref(reply);
     return EXIT_OK;
 }
-
 
 static int exp_show(const struct cmd_entry *cmd, struct cmd_args *args)
 {
@@ -333,35 +333,33 @@ static const struct cmd_opt exp_export_opts[] = {
 };
 static const struct cmd_opt exp_no_opts[] = {{NULL, 0, false, false, NULL}};
 
-static const struct cmd_entry exp_run_entry = {
-    .name = "exp", .sub = "run", .usage = "exp run FILE.yaml [--set KEY=VALUE …] [--dry-run]",
-    .summary = "create an experiment's tasks from a template", .opts = exp_run_opts,
-    .min_args = 1, .max_args = 1, .exec = exp_run};
-static const struct cmd_entry exp_ls_entry = {
-    .name = "exp", .sub = "ls", .usage = "exp ls [--json]",
-    .summary = "list experiments, with their tasks by state", .opts = exp_json_opts,
-    .min_args = 0, .max_args = 0, .exec = exp_ls};
-static const struct cmd_entry exp_show_entry = {
-    .name = "exp", .sub = "show", .usage = "exp show NAME [--json]",
-    .summary = "an experiment's leaderboard", .opts = exp_json_opts,
-    .min_args = 1, .max_args = 1, .exec = exp_show};
-static const struct cmd_entry exp_export_entry = {
-    .name = "exp", .sub = "export", .usage = "exp export NAME [--format csv|json]",
-    .summary = "write an experiment's trials", .opts = exp_export_opts,
-    .min_args = 1, .max_args = 1, .exec = exp_export};
-static const struct cmd_entry exp_stop_entry = {
-    .name = "exp", .sub = "stop", .usage = "exp stop NAME",
-    .summary = "cancel every live task of an experiment", .opts = exp_no_opts,
-    .min_args = 1, .max_args = 1, .exec = exp_stop};
-static const struct cmd_entry exp_resume_entry = {
-    .name = "exp", .sub = "resume", .usage = "exp resume NAME",
-    .summary = "release the held trials of a paused experiment", .opts = exp_no_opts,
-    .min_args = 1, .max_args = 1, .exec = exp_resume};
+/* One subcommand of exp: its word, usage, summary, options, positional arguments (exactly
+ * nargs) and handler. */
+#define EXP_SUBCOMMAND(word, use, text, options, nargs, handler)                                  \
+    {.name = "exp", .sub = word, .usage = use, .summary = text, .opts = options,               \
+     .min_args = nargs, .max_args = nargs, .exec = handler}
+
+static const struct cmd_entry exp_entries[] = {
+    EXP_SUBCOMMAND("run", "exp run FILE.yaml [--set KEY=VALUE …] [--dry-run]",
+                   "create an experiment's tasks from a template", exp_run_opts, 1, exp_run),
+    EXP_SUBCOMMAND("ls", "exp ls [--json]", "list experiments, with their tasks by state",
+                   exp_json_opts, 0, exp_ls),
+    EXP_SUBCOMMAND("show", "exp show NAME [--json]", "an experiment's leaderboard",
+                   exp_json_opts, 1, exp_show),
+    EXP_SUBCOMMAND("export", "exp export NAME [--format csv|json]",
+                   "write an experiment's trials", exp_export_opts, 1, exp_export),
+    EXP_SUBCOMMAND("stop", "exp stop NAME", "cancel every live task of an experiment",
+                   exp_no_opts, 1, exp_stop),
+    EXP_SUBCOMMAND("resume", "exp resume NAME",
+                   "release the held trials of a paused experiment", exp_no_opts, 1, exp_resume),
+};
 
 static const struct cmd_entry *const exp_subcommands[] = {
-    &exp_run_entry,  &exp_ls_entry,   &exp_show_entry, &exp_export_entry,
-    &exp_stop_entry, &exp_resume_entry, NULL,
+    &exp_entries[0], &exp_entries[1], &exp_entries[2], &exp_entries[3], &exp_entries[4],
+    &exp_entries[5], NULL,
 };
+_Static_assert(sizeof exp_entries / sizeof exp_entries[0] == 6,
+               "exp_subcommands lists every entry of exp_entries");
 
 const struct cmd_entry cmd_exp = {
     .name = "exp",

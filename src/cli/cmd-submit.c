@@ -46,17 +46,17 @@ static char *const *submit_values(const struct cmd_entry *cmd, const struct cmd_
 }
 
 static int submit_ids(const struct cmd_entry *cmd, struct cmd_args *args,
-                      const struct request_field *f, json_t *req)
+                      const struct request_field *f, const char *v, json_t *req)
 {
     const char *why;
     char *const *values = submit_values(cmd, args, f->option);
     json_t *list = json_array();
-    for (size_t v = 0; values && values[v]; v++) {
+    for (size_t i = 0; values && values[i]; i++) {
         int64_t *ids;
         size_t count;
-        if (parse_id_list(values[v], &ids, &count, &why) < 0) {
+        if (parse_id_list(values[i], &ids, &count, &why) < 0) {
             json_decref(list);
-            return submit_bad(cmd, f->option, values[v], why);
+            return submit_bad(cmd, f->option, values[i], why);
         }
         for (size_t k = 0; k < count; k++)
             json_array_append_new(list, json_integer(ids[k]));
@@ -67,8 +67,8 @@ static int submit_ids(const struct cmd_entry *cmd, struct cmd_args *args,
 }
 
 /* A whole number, a size or a duration, as typed; its range is the request check's. */
-static int submit_number(const struct cmd_entry *cmd, const struct request_field *f,
-                         const char *v, json_t *req)
+static int submit_number(const struct cmd_entry *cmd, struct cmd_args *args,
+                         const struct request_field *f, const char *v, json_t *req)
 {
     const char *why;
     long long n;
@@ -92,8 +92,8 @@ static int submit_number(const struct cmd_entry *cmd, const struct request_field
     return 0;
 }
 
-static int submit_backoff(const struct cmd_entry *cmd, const struct request_field *f,
-                          const char *v, json_t *req)
+static int submit_backoff(const struct cmd_entry *cmd, struct cmd_args *args,
+                          const struct request_field *f, const char *v, json_t *req)
 {
     int64_t ms[REQUEST_MAX_BACKOFF];
     int n;
@@ -107,8 +107,8 @@ static int submit_backoff(const struct cmd_entry *cmd, const struct request_fiel
     return 0;
 }
 
-static int submit_array(const struct cmd_entry *cmd, const struct request_field *f,
-                        const char *v, json_t *req)
+static int submit_array(const struct cmd_entry *cmd, struct cmd_args *args,
+                        const struct request_field *f, const char *v, json_t *req)
 {
     struct array_spec spec;
     const char *why;
@@ -124,7 +124,7 @@ static int submit_array(const struct cmd_entry *cmd, const struct request_field 
 
 /* The environment: this process's, with every --env on top. */
 static int submit_env(const struct cmd_entry *cmd, struct cmd_args *args,
-                      const struct request_field *f, json_t *req)
+                      const struct request_field *f, const char *v, json_t *req)
 {
     json_t *env = out_environment(cmd, submit_values(cmd, args, f->option));
     if (env == NULL)
@@ -134,8 +134,8 @@ static int submit_env(const struct cmd_entry *cmd, struct cmd_args *args,
 }
 
 /* The working directory: --workdir (relative to the current one), else the current one. */
-static int submit_workdir(const struct cmd_entry *cmd, const struct request_field *f,
-                          const char *wd, json_t *req)
+static int submit_workdir(const struct cmd_entry *cmd, struct cmd_args *args,
+                          const struct request_field *f, const char *wd, json_t *req)
 {
     char *cwd = NULL, *abs;
     size_t bad;
@@ -161,42 +161,53 @@ static int submit_workdir(const struct cmd_entry *cmd, const struct request_fiel
     return rc;
 }
 
+static int submit_bool(const struct cmd_entry *cmd, struct cmd_args *args,
+                       const struct request_field *f, const char *v, json_t *req)
+{
+    json_object_set_new(req, f->key, json_true());
+    return 0;
+}
+
+static int submit_string(const struct cmd_entry *cmd, struct cmd_args *args,
+                         const struct request_field *f, const char *v, json_t *req)
+{
+    char what[48];
+    snprintf(what, sizeof what, "--%s", f->option);
+    return client_set_string(cmd, req, f->key, what, v);
+}
+
+/* How a field of each kind is read from its option's value v into the request; `always`: also
+ * when the option is not given (v NULL: the environment, the working directory, a repeatable
+ * option's values), else only when it is. The command is no option. */
+static const struct submit_kind {
+    int (*read)(const struct cmd_entry *cmd, struct cmd_args *args,
+                const struct request_field *f, const char *v, json_t *req);
+    bool always;
+} submit_kinds[] = {
+    [REQUEST_INT] = {submit_number, false},
+    [REQUEST_SIZE] = {submit_number, false},
+    [REQUEST_DURATION] = {submit_number, false},
+    [REQUEST_STRING] = {submit_string, false},
+    [REQUEST_BOOL] = {submit_bool, false},
+    [REQUEST_IDS] = {submit_ids, true},
+    [REQUEST_BACKOFF] = {submit_backoff, false},
+    [REQUEST_ENV] = {submit_env, true},
+    [REQUEST_ARRAY] = {submit_array, false},
+    [REQUEST_WORKDIR] = {submit_workdir, true},
+    [REQUEST_COMMAND] = {NULL, false},
+};
+_Static_assert(sizeof submit_kinds / sizeof submit_kinds[0] == REQUEST_COMMAND + 1,
+               "submit_kinds has a row for every request_type");
+
 /* One field of the request from its option, by the kind of value it takes. */
 static int submit_field(const struct cmd_entry *cmd, struct cmd_args *args,
                         const struct request_field *f, json_t *req)
 {
+    const struct submit_kind *kind = &submit_kinds[f->type];
     const char *v = cmd_opt(cmd, args, f->option);
-    char what[48];
-    switch (f->type) {
-    case REQUEST_ENV:
-        return submit_env(cmd, args, f, req);
-    case REQUEST_WORKDIR:
-        return submit_workdir(cmd, f, v, req);
-    case REQUEST_IDS:
-        return submit_ids(cmd, args, f, req);
-    default:
-        break;
-    }
-    if (v == NULL)
+    if (kind->read == NULL || (v == NULL && !kind->always))
         return 0;
-    switch (f->type) {
-    case REQUEST_INT:
-    case REQUEST_SIZE:
-    case REQUEST_DURATION:
-        return submit_number(cmd, f, v, req);
-    case REQUEST_BACKOFF:
-        return submit_backoff(cmd, f, v, req);
-    case REQUEST_ARRAY:
-        return submit_array(cmd, f, v, req);
-    case REQUEST_BOOL:
-        json_object_set_new(req, f->key, json_true());
-        return 0;
-    case REQUEST_STRING:
-        snprintf(what, sizeof what, "--%s", f->option);
-        return client_set_string(cmd, req, f->key, what, v);
-    default:
-        return 0; /* handled above */
-    }
+    return kind->read(cmd, args, f, v, req);
 }
 
 static int submit_exec(const struct cmd_entry *cmd, struct cmd_args *args)

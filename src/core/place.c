@@ -451,71 +451,85 @@ static void place_count_open(struct core_place *place, const struct core_placeme
     }
 }
 
-void core_place_claim(struct core_place *place, const struct core_placement *pl,
-                      const struct core_request *req, core_time started)
-{
-    const int *nodes;
-    int nnodes = place_nodes_of(pl, &nodes);
-    place_count_open(place, pl, -1);
-    for (int k = 0; k < nnodes; k++) {
-        struct core_place_node *node = &place->nodes[nodes[k]];
-        for (int i = 0; i < place_ngpus_on(node, pl); i++) {
-            struct core_place_gpu *gpu = &node->gpu[place_gpus_on(pl, i)];
-            if (gpu->tasks++ == 0)
-                place_busy(place, node, 1);
-            if (pl->gpu_mem == 0 || pl->nnodes > 1) {
-                gpu->exclusive = true;
-                gpu->mem_claimed += gpu->mem_total;
-            } else {
-                gpu->mem_claimed += pl->gpu_mem;
-            }
-        }
-        node->cpus_used += core_place_cpus(req);
-        node->mem_used += req->mem;
-        node->runs++;
-        node->started_sum += (double)started;
-    }
-    place_count_open(place, pl, 1);
-}
-
 static uint64_t place_sub(uint64_t a, uint64_t b)
 {
     return a > b ? a - b : 0;
 }
 
-void core_place_release(struct core_place *place, const struct core_placement *pl,
-                        const struct core_request *req, core_time started)
+/* Claims (sign 1) or releases (sign -1) one GPU's share of pl: the whole GPU, exclusively, for
+ * an exclusive or spanning request, else pl's memory on it. */
+static void place_gpu_apply(struct core_place *place, struct core_place_node *node,
+                            struct core_place_gpu *gpu, const struct core_placement *pl, int sign)
+{
+    bool whole = pl->gpu_mem == 0 || pl->nnodes > 1;
+    uint64_t mem = whole ? gpu->mem_total : pl->gpu_mem;
+    if (sign > 0) {
+        if (gpu->tasks++ == 0)
+            place_busy(place, node, 1);
+        if (whole)
+            gpu->exclusive = true;
+        gpu->mem_claimed += mem;
+        return;
+    }
+    if (--gpu->tasks == 0)
+        place_busy(place, node, -1);
+    /* Only a restore can put two claims on an exclusive GPU; stay exclusive until the last one
+     * leaves (the safe side). */
+    if (whole)
+        gpu->exclusive = gpu->tasks > 0;
+    gpu->mem_claimed = place_sub(gpu->mem_claimed, mem);
+}
+
+/* Claims (sign 1) or releases (sign -1) a node's CPUs, memory and start-time sum for req. */
+static void place_node_apply(struct core_place_node *node, const struct core_request *req,
+                             core_time started, int sign)
+{
+    if (sign > 0) {
+        node->cpus_used += core_place_cpus(req);
+        node->mem_used += req->mem;
+        node->runs++;
+        node->started_sum += (double)started;
+        return;
+    }
+    node->cpus_used -= core_place_cpus(req);
+    if (node->cpus_used < 0)
+        node->cpus_used = 0;
+    node->mem_used = place_sub(node->mem_used, req->mem);
+    if (--node->runs <= 0) {
+        node->runs = 0;
+        node->started_sum = 0;
+    } else {
+        node->started_sum -= (double)started;
+    }
+}
+
+/* What claim and release share: every GPU and node pl touches, with the open-capacity counts
+ * taken out before and put back after. */
+static void place_apply(struct core_place *place, const struct core_placement *pl,
+                        const struct core_request *req, core_time started, int sign)
 {
     const int *nodes;
     int nnodes = place_nodes_of(pl, &nodes);
     place_count_open(place, pl, -1);
     for (int k = 0; k < nnodes; k++) {
         struct core_place_node *node = &place->nodes[nodes[k]];
-        for (int i = 0; i < place_ngpus_on(node, pl); i++) {
-            struct core_place_gpu *gpu = &node->gpu[place_gpus_on(pl, i)];
-            if (--gpu->tasks == 0)
-                place_busy(place, node, -1);
-            if (pl->gpu_mem == 0 || pl->nnodes > 1) {
-                /* Only a restore can put two claims on an exclusive GPU; stay exclusive until
-                 * the last one leaves (the safe side). */
-                gpu->exclusive = gpu->tasks > 0;
-                gpu->mem_claimed = place_sub(gpu->mem_claimed, gpu->mem_total);
-            } else {
-                gpu->mem_claimed = place_sub(gpu->mem_claimed, pl->gpu_mem);
-            }
-        }
-        node->cpus_used -= core_place_cpus(req);
-        if (node->cpus_used < 0)
-            node->cpus_used = 0;
-        node->mem_used = place_sub(node->mem_used, req->mem);
-        if (--node->runs <= 0) {
-            node->runs = 0;
-            node->started_sum = 0;
-        } else {
-            node->started_sum -= (double)started;
-        }
+        for (int i = 0; i < place_ngpus_on(node, pl); i++)
+            place_gpu_apply(place, node, &node->gpu[place_gpus_on(pl, i)], pl, sign);
+        place_node_apply(node, req, started, sign);
     }
     place_count_open(place, pl, 1);
+}
+
+void core_place_claim(struct core_place *place, const struct core_placement *pl,
+                      const struct core_request *req, core_time started)
+{
+    place_apply(place, pl, req, started, 1);
+}
+
+void core_place_release(struct core_place *place, const struct core_placement *pl,
+                        const struct core_request *req, core_time started)
+{
+    place_apply(place, pl, req, started, -1);
 }
 
 void core_place_set_state(struct core_place *place, int node, int gpu,

@@ -403,71 +403,79 @@ static int template_check_stored(struct template *t, const json_t *spec)
     return schema_check_kind(t, EXP_EXPERIMENT, spec);
 }
 
+/* Ends an entry point on a stored spec: frees t, and on failure (rc < 0) hands its message to
+ * *err. Returns rc. */
+static int template_done(struct template *t, int rc, char **err)
+{
+    template_free(t);
+    if (rc < 0)
+        *err = t->err;
+    return rc;
+}
+
+/* Trials first to first + n - 1 of a stored spec, into *out. */
+static int template_trials(struct template *t, const json_t *spec, size_t first, size_t n,
+                           unsigned seed, struct exp_task **out)
+{
+    size_t ntrials;
+    if (template_check_stored(t, spec) < 0)
+        return -1;
+    const json_t *sweep = json_object_get(spec, "sweep");
+    double space = sweep_space(sweep, &ntrials);
+    if ((sweep == NULL || !sweep_is_random(sweep)) && (double)first + (double)n > space)
+        return template_fail(t, "", 0, "trials %zu to %zu: the sweep has %.0f configurations",
+                             first, first + n - 1, space);
+    if (n > LIMIT_TEMPLATE_TASKS || first > INT_MAX - n)
+        return template_fail(t, "", 0, "trials %zu to %zu: more than LIMIT_TEMPLATE_TASKS (%d)",
+                             first, first + n - 1, LIMIT_TEMPLATE_TASKS);
+    if (n == 0)
+        return 0;
+    return expand_trials(t, spec, t->name, first, n, seed, out);
+}
+
 int exp_trials(const json_t *spec, const char *name, size_t first, size_t n, unsigned seed,
                struct exp_task **out, size_t *nout, char **err)
 {
     struct template t = {.name = name ? name : "experiment"};
-    size_t ntrials;
     *out = NULL;
     *nout = 0;
-    if (template_check_stored(&t, spec) < 0)
-        goto fail;
-    const json_t *sweep = json_object_get(spec, "sweep");
-    double space = sweep_space(sweep, &ntrials);
-    if ((sweep == NULL || !sweep_is_random(sweep)) && (double)first + (double)n > space) {
-        template_fail(&t, "", 0, "trials %zu to %zu: the sweep has %.0f configurations", first,
-                      first + n - 1, space);
-        goto fail;
+    int rc = template_trials(&t, spec, first, n, seed, out);
+    if (rc == 0)
+        *nout = n;
+    return template_done(&t, rc, err);
+}
+
+/* Whether every path of params names a value of a stored spec. */
+static int template_trial_params(struct template *t, const json_t *spec, const json_t *params)
+{
+    const char *path;
+    const json_t *value;
+    if (template_check_stored(t, spec) < 0)
+        return -1;
+    if (!json_is_object(params))
+        return template_fail(t, "", 0, "parameters: expected a mapping of spec paths to values");
+    json_object_foreach((json_t *)params, path, value) {
+        char *suggestion = NULL;
+        if (template_good_path(path) && template_lookup(spec, path, &suggestion) != NULL)
+            continue;
+        char *hint = suggestion ? xasprintf("; did you mean '%s'?", suggestion) : xstrdup("");
+        template_fail(t, "", 0, "parameter '%s' is not in the spec%s", path, hint);
+        free(hint);
+        free(suggestion);
+        return -1;
     }
-    if (n > LIMIT_TEMPLATE_TASKS || first > INT_MAX - n) {
-        template_fail(&t, "", 0, "trials %zu to %zu: more than LIMIT_TEMPLATE_TASKS (%d)", first,
-                      first + n - 1, LIMIT_TEMPLATE_TASKS);
-        goto fail;
-    }
-    if (n == 0)
-        return 0;
-    if (expand_trials(&t, spec, t.name, first, n, seed, out) < 0)
-        goto fail;
-    template_free(&t);
-    *nout = n;
     return 0;
-fail:
-    template_free(&t);
-    *err = t.err;
-    return -1;
 }
 
 int exp_trial_from(const json_t *spec, const char *name, int trial, const json_t *params,
                    struct exp_task *out, char **err)
 {
     struct template t = {.name = name ? name : "experiment"};
-    const char *path;
-    const json_t *value;
     memset(out, 0, sizeof *out);
-    if (template_check_stored(&t, spec) < 0)
-        goto fail;
-    if (!json_is_object(params)) {
-        template_fail(&t, "", 0, "parameters: expected a mapping of spec paths to values");
-        goto fail;
-    }
-    json_object_foreach((json_t *)params, path, value) {
-        char *suggestion = NULL;
-        if (template_good_path(path) && template_lookup(spec, path, &suggestion) != NULL)
-            continue;
-        char *hint = suggestion ? xasprintf("; did you mean '%s'?", suggestion) : xstrdup("");
-        template_fail(&t, "", 0, "parameter '%s' is not in the spec%s", path, hint);
-        free(hint);
-        free(suggestion);
-        goto fail;
-    }
-    if (expand_trial(&t, spec, t.name, trial, params, NULL, out) < 0)
-        goto fail;
-    template_free(&t);
-    return 0;
-fail:
-    template_free(&t);
-    *err = t.err;
-    return -1;
+    int rc = template_trial_params(&t, spec, params);
+    if (rc == 0)
+        rc = expand_trial(&t, spec, t.name, trial, params, NULL, out);
+    return template_done(&t, rc, err);
 }
 
 int exp_spec_check(const json_t *spec, const char *name, enum exp_kind kind, char **err)

@@ -1,6 +1,6 @@
 /* What tasks use and what the GPUs did: profiles and learned claims, attempt usage, the GPU
  * series (raw for an hour, one-minute means for 30 days), and the counts the snapshot shows. */
-#include "store/internal.h"
+#include "store/rows.h"
 #include "util/xalloc.h"
 
 #include <stdio.h>
@@ -27,15 +27,12 @@ int store_task_requeue(struct store *st, int64_t id, uint64_t gpu_mem, const cha
 
 uint64_t store_profile_peak(struct store *st, const char *profile)
 {
-    sqlite3_stmt *s = store_prepare(
+    sqlite3_stmt *s = STORE_QUERY(
         st, "SELECT MAX(p) FROM (SELECT a.peak_gpu_mem AS p FROM attempts a"
             " JOIN tasks t ON t.id = a.task_id WHERE t.profile = ?1 AND a.outcome = 'succeeded'"
-            " AND a.peak_gpu_mem > 0 ORDER BY a.end_ms DESC LIMIT 5)");
+            " AND a.peak_gpu_mem > 0 ORDER BY a.end_ms DESC LIMIT 5)", STORE_TEXT(profile));
     uint64_t peak = 0;
-    if (s == NULL)
-        return 0;
-    sqlite3_bind_text(s, 1, profile, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
+    if (s != NULL && sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
         peak = (uint64_t)sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
     return peak;
@@ -131,34 +128,27 @@ json_t *store_counts(struct store *st)
     return json_pack("{s:o,s:o}", "states", states, "attempts", attempts);
 }
 
+static json_t *tel_queued_row(sqlite3_stmt *s, void *arg)
+{
+    return json_pack("{s:I,s:o,s:i,s:i,s:I,s:I}", "id", (json_int_t)sqlite3_column_int64(s, 0),
+                     "name", store_text_or_null(s, 1), "priority", sqlite3_column_int(s, 2),
+                     "gpus", sqlite3_column_int(s, 3), "claim",
+                     (json_int_t)sqlite3_column_int64(s, 4), "since",
+                     (json_int_t)sqlite3_column_int64(s, 5));
+}
+
 json_t *store_queued_brief(struct store *st, int limit)
 {
-    json_t *list = json_array();
-    sqlite3_stmt *s = store_prepare(st, "SELECT id, name, priority, gpus, gpu_mem, ready_time"
-                                      " FROM tasks WHERE state = 'queued' ORDER BY id LIMIT ?1");
-    if (s != NULL)
-        sqlite3_bind_int(s, 1, limit);
-    while (s != NULL && sqlite3_step(s) == SQLITE_ROW) {
-        json_t *name = sqlite3_column_type(s, 1) == SQLITE_TEXT
-                           ? json_string((const char *)sqlite3_column_text(s, 1))
-                           : json_null();
-        json_array_append_new(
-            list, json_pack("{s:I,s:o,s:i,s:i,s:I,s:I}", "id",
-                            (json_int_t)sqlite3_column_int64(s, 0), "name", name, "priority",
-                            sqlite3_column_int(s, 2), "gpus", sqlite3_column_int(s, 3), "claim",
-                            (json_int_t)sqlite3_column_int64(s, 4), "since",
-                            (json_int_t)sqlite3_column_int64(s, 5)));
-    }
-    sqlite3_finalize(s);
-    return list;
+    return store_rows(STORE_QUERY(st, "SELECT id, name, priority, gpus, gpu_mem, ready_time"
+                                      " FROM tasks WHERE state = 'queued' ORDER BY id LIMIT ?1",
+                                  STORE_INT(limit)),
+                      tel_queued_row, NULL);
 }
 
 char *store_task_name(struct store *st, int64_t id)
 {
     char *name = NULL;
-    sqlite3_stmt *s = store_prepare(st, "SELECT name FROM tasks WHERE id = ?1");
-    if (s != NULL)
-        sqlite3_bind_int64(s, 1, id);
+    sqlite3_stmt *s = STORE_QUERY(st, "SELECT name FROM tasks WHERE id = ?1", STORE_INT(id));
     if (s != NULL && sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_TEXT)
         name = xstrdup((const char *)sqlite3_column_text(s, 0));
     sqlite3_finalize(s);

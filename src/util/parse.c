@@ -136,72 +136,90 @@ int parse_int(const char *s, long long min, long long max, long long *out, const
     return 0;
 }
 
+/* Walks the comma-separated items of s ("3,7,12"): item(p, &end, ctx, &why) parses the one at
+ * p and sets end just past it. 0, or -1 with *err: the item's own reason if it gave one (why),
+ * else `expected` (an empty s, a bad item, anything but a comma after one). */
+static int parse_list(const char *s, const char *expected, const char **err,
+                      int (*item)(const char *p, char **end, void *ctx, const char **why),
+                      void *ctx)
+{
+    const char *why = NULL;
+    if (s != NULL && *s != '\0') {
+        for (const char *p = s;;) {
+            char *end;
+            if (item(p, &end, ctx, &why) < 0)
+                break;
+            if (*end == '\0')
+                return 0;
+            if (*end != ',')
+                break;
+            p = end + 1;
+        }
+    }
+    *err = why != NULL ? why : expected;
+    return -1;
+}
+
+struct parse_ids {
+    int64_t *ids;
+    size_t count, cap;
+};
+
+static int parse_id_item(const char *p, char **end, void *ctx, const char **why)
+{
+    struct parse_ids *l = ctx;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    errno = 0;
+    long long v = strtoll(p, end, 10);
+    if (errno != 0 || v <= 0)
+        return -1;
+    xgrow((void **)&l->ids, &l->cap, l->count + 1, sizeof *l->ids);
+    l->ids[l->count++] = v;
+    return 0;
+}
+
 int parse_id_list(const char *s, int64_t **out, size_t *n, const char **err)
 {
-    int64_t *ids = NULL;
-    size_t count = 0, cap = 0;
-    const char *p = s;
-    if (s == NULL || *s == '\0') {
-        *err = "expected task ids such as 3 or 3,7";
+    struct parse_ids l = {NULL, 0, 0};
+    if (parse_list(s, "expected task ids such as 3 or 3,7", err, parse_id_item, &l) < 0) {
+        free(l.ids);
         return -1;
     }
-    for (;;) {
-        char *end;
-        if (!isdigit((unsigned char)*p))
-            goto bad;
-        errno = 0;
-        long long v = strtoll(p, &end, 10);
-        if (errno != 0 || v <= 0)
-            goto bad;
-        xgrow((void **)&ids, &cap, count + 1, sizeof *ids);
-        ids[count++] = v;
-        if (*end == '\0')
-            break;
-        if (*end != ',')
-            goto bad;
-        p = end + 1;
-    }
-    *out = ids;
-    *n = count;
+    *out = l.ids;
+    *n = l.count;
     return 0;
-bad:
-    free(ids);
-    *err = "expected task ids such as 3 or 3,7";
-    return -1;
+}
+
+struct parse_backoff {
+    int64_t *ms;
+    int count, max;
+};
+
+static int parse_backoff_item(const char *p, char **end, void *ctx, const char **why)
+{
+    struct parse_backoff *l = ctx;
+    if (!isdigit((unsigned char)*p) && *p != '.')
+        return -1;
+    errno = 0;
+    double v = strtod(p, end);
+    if (errno != 0 || *end == p || !isfinite(v) || v < 0 || v > 1e9)
+        return -1;
+    if (l->count == l->max) {
+        *why = "too many backoff values";
+        return -1;
+    }
+    l->ms[l->count++] = (int64_t)llround(v * 1000);
+    return 0;
 }
 
 int parse_backoff(const char *s, int64_t *out_ms, int max, int *n, const char **err)
 {
-    const char *p = s;
-    int count = 0;
-    if (s == NULL || *s == '\0') {
-        *err = "expected seconds such as 5,30,60";
+    struct parse_backoff l = {out_ms, 0, max};
+    if (parse_list(s, "expected seconds such as 5,30,60", err, parse_backoff_item, &l) < 0)
         return -1;
-    }
-    for (;;) {
-        char *end;
-        if (!isdigit((unsigned char)*p) && *p != '.')
-            goto bad;
-        errno = 0;
-        double v = strtod(p, &end);
-        if (errno != 0 || end == p || !isfinite(v) || v < 0 || v > 1e9)
-            goto bad;
-        if (count == max) {
-            *err = "too many backoff values";
-            return -1;
-        }
-        out_ms[count++] = (int64_t)llround(v * 1000);
-        if (*end == '\0')
-            break;
-        if (*end != ',')
-            goto bad;
-        p = end + 1;
-    }
-    *n = count;
+    *n = l.count;
     return 0;
-bad:
-    *err = "expected seconds such as 5,30,60";
-    return -1;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -210,64 +228,67 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+struct parse_array {
+    int64_t *idx;
+    size_t count, cap, max_count;
+    int limit;
+};
+
+/* "LO", "LO-HI", either of them last with "%LIMIT" (which then ends the list). */
+static int parse_array_item(const char *p, char **end, void *ctx, const char **why)
+{
+    struct parse_array *a = ctx;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    errno = 0;
+    long long lo = strtoll(p, end, 10), hi = lo;
+    if (errno != 0 || lo > 100000000)
+        return -1;
+    if (**end == '-') {
+        p = *end + 1;
+        if (!isdigit((unsigned char)*p))
+            return -1;
+        hi = strtoll(p, end, 10);
+        if (errno != 0 || hi < lo || hi > 100000000)
+            return -1;
+    }
+    if ((size_t)(hi - lo + 1) > a->max_count || a->count + (size_t)(hi - lo + 1) > a->max_count) {
+        *why = "array too large";
+        return -1;
+    }
+    for (long long i = lo; i <= hi; i++) {
+        xgrow((void **)&a->idx, &a->cap, a->count + 1, sizeof *a->idx);
+        a->idx[a->count++] = i;
+    }
+    if (**end == '%') {
+        long long lim;
+        const char *ignored;
+        if (parse_int(*end + 1, 1, 1000000, &lim, &ignored) < 0)
+            return -1;
+        a->limit = (int)lim;
+        *end += strlen(*end); /* the limit ends the list */
+    }
+    return 0;
+}
+
 int parse_array_spec(const char *s, size_t max_count, struct array_spec *out, const char **err)
 {
-    int64_t *idx = NULL;
-    size_t count = 0, cap = 0;
-    const char *p = s;
+    struct parse_array a = {NULL, 0, 0, max_count, 0};
     memset(out, 0, sizeof *out);
-    if (s == NULL || *s == '\0')
-        goto bad;
-    for (;;) {
-        char *end;
-        if (!isdigit((unsigned char)*p))
-            goto bad;
-        errno = 0;
-        long long lo = strtoll(p, &end, 10), hi = lo;
-        if (errno != 0 || lo > 100000000)
-            goto bad;
-        if (*end == '-') {
-            p = end + 1;
-            if (!isdigit((unsigned char)*p))
-                goto bad;
-            hi = strtoll(p, &end, 10);
-            if (errno != 0 || hi < lo || hi > 100000000)
-                goto bad;
-        }
-        if ((size_t)(hi - lo + 1) > max_count || count + (size_t)(hi - lo + 1) > max_count) {
-            free(idx);
-            *err = "array too large";
-            return -1;
-        }
-        for (long long i = lo; i <= hi; i++) {
-            xgrow((void **)&idx, &cap, count + 1, sizeof *idx);
-            idx[count++] = i;
-        }
-        if (*end == '\0')
-            break;
-        if (*end == '%') {
-            long long lim;
-            if (parse_int(end + 1, 1, 1000000, &lim, err) < 0)
-                goto bad;
-            out->limit = (int)lim;
-            break;
-        }
-        if (*end != ',')
-            goto bad;
-        p = end + 1;
+    if (parse_list(s, "expected an array such as 0-99, 1,5,9 or 0-99%4", err, parse_array_item,
+                   &a) < 0) {
+        free(a.idx);
+        return -1;
     }
-    qsort(idx, count, sizeof *idx, cmp_i64);
+    qsort(a.idx, a.count, sizeof *a.idx, cmp_i64);
     size_t w = 0;
-    for (size_t i = 0; i < count; i++)
-        if (w == 0 || idx[w - 1] != idx[i])
-            idx[w++] = idx[i];
-    out->index = idx;
+    for (size_t i = 0; i < a.count; i++)
+        if (w == 0 || a.idx[w - 1] != a.idx[i])
+            a.idx[w++] = a.idx[i];
+    out->index = a.idx;
     out->count = w;
+    out->limit = a.limit;
     return 0;
-bad:
-    free(idx);
-    *err = "expected an array such as 0-99, 1,5,9 or 0-99%4";
-    return -1;
 }
 
 void array_spec_free(struct array_spec *spec)

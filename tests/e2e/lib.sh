@@ -94,6 +94,28 @@ done_testing() { echo "ok: $TESTS_RUN checks in $(basename "$0")"; }
 # triggered before it has run. The options must describe a task that can start now.
 barrier() { "$DROVER" wait "$("$DROVER" submit "$@" -- true)" >/dev/null; }
 
+# send_request: sends the JSON request read from stdin straight to the daemon's socket, as the
+# CLI frames one (4-byte big-endian length, then the JSON), and prints the reply's JSON on one
+# line; fails if the daemon closes the connection first. For requests the CLI would not send.
+send_request() {
+    python3 -c '
+import os, socket, struct, sys
+body = sys.stdin.buffer.read().rstrip(b"\n")
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["DROVER_HOME"] + "/drover.sock")
+s.sendall(struct.pack(">I", len(body)) + body)
+def read(n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            sys.exit("the daemon closed the connection")
+        buf += chunk
+    return buf
+print(read(struct.unpack(">I", read(4))[0]).decode())
+'
+}
+
 # proc_gone PID: the process no longer exists, or is a zombie nobody reaped (a killed
 # grandchild is re-parented to init, which may not reap it in a container).
 proc_gone() {

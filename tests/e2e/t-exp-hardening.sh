@@ -14,11 +14,11 @@ exp_state() {
 exp_state_is() { [ "$(exp_state "$1")" = "$2" ]; }
 daemon_pid() { cat "$DROVER_HOME/daemon.lock"; }
 
-# raw_exp_run PYTHON: sends an exp_run request straight to the socket (4-byte big-endian length,
-# then JSON), after PYTHON has changed `req`, a valid one-trial request; prints the reply.
+# raw_exp_run PYTHON: sends an exp_run request straight to the socket (send_request), after
+# PYTHON has changed `req`, a valid one-trial request; prints the reply.
 raw_exp_run() {
-    python3 - "$1" "$W" <<'PY'
-import json, os, socket, struct, sys
+    python3 - "$1" "$W" <<'PY' | send_request
+import json, os, sys
 req = {"v": 1, "op": "exp_run", "name": "raw", "kind": "Experiment",
        "spec": {"command": ["true"]},
        "tasks": [{"name": "raw-t0", "trial": 0, "command": ["true"], "env": {}}],
@@ -31,19 +31,7 @@ def pipeline(*tasks):
     req.update(kind="Pipeline", spec={"stages": [{"name": "a", "command": ["true"]}]},
                tasks=list(tasks))
 exec(sys.argv[1])
-s = socket.socket(socket.AF_UNIX)
-s.connect(os.environ["DROVER_HOME"] + "/drover.sock")
-body = json.dumps(req).encode()
-s.sendall(struct.pack(">I", len(body)) + body)
-def read(n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            sys.exit("the daemon closed the connection")
-        buf += chunk
-    return buf
-print(read(struct.unpack(">I", read(4))[0]).decode())
+print(json.dumps(req))
 PY
 }
 

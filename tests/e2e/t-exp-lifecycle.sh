@@ -182,11 +182,11 @@ grep -q "experiment once was left running with no task live; settling it" "$DROV
 
 t "a dry run checks every task against this machine and stores nothing"
 before=$(task_count)
-# raw_exp_run PYTHON: an exp_run request with dry_run, after PYTHON has changed `req`; prints the
-# reply (4-byte big-endian length, then JSON, both ways).
+# raw_exp_run PYTHON: sends an exp_run request with dry_run, after PYTHON has changed `req`;
+# prints the reply (send_request).
 raw_exp_run() {
-    python3 - "$1" "$W" <<'PY'
-import json, os, socket, struct, sys
+    python3 - "$1" "$W" <<'PY' | send_request
+import json, os, sys
 def task(name, **kw):
     t = {"name": name, "trial": 0, "params": {}, "command": ["true"], "env": {}}
     t.update(kw)
@@ -196,19 +196,7 @@ req = {"v": 1, "op": "exp_run", "name": "dry", "kind": "Experiment",
        "parallel": 0, "space": 1, "seed": 1, "workdir": sys.argv[2],
        "env": {"PATH": os.environ["PATH"]}}
 exec(sys.argv[1])
-s = socket.socket(socket.AF_UNIX)
-s.connect(os.environ["DROVER_HOME"] + "/drover.sock")
-body = json.dumps(req).encode()
-s.sendall(struct.pack(">I", len(body)) + body)
-def read(n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            sys.exit("the daemon closed the connection")
-        buf += chunk
-    return buf
-print(read(struct.unpack(">I", read(4))[0]).decode())
+print(json.dumps(req))
 PY
 }
 problems() { python3 -c 'import json,sys; r = json.loads(sys.argv[1]); assert r["ok"] and r["dry_run"], r; print(json.dumps(r["problems"]))' "$1"; }

@@ -11,8 +11,8 @@ mkdir -p "$W" "$DROVER_HOME"
 # socket after PYTHON has changed `req` (and `task`, exp_run's trial); prints the reply's error,
 # or "ok".
 raw() {
-    python3 - "$1" "$2" "$W" <<'PY'
-import json, os, socket, struct, sys
+    python3 - "$1" "$2" "$W" <<'PY' | send_request |
+import json, os, sys
 op, edit, workdir = sys.argv[1:4]
 task = {"name": "raw-t0", "trial": 0, "command": ["true"]}
 if op == "submit":
@@ -23,21 +23,10 @@ else:
            "spec": {"command": ["true"]}, "tasks": [task], "parallel": 0, "space": 1,
            "seed": 1, "workdir": workdir, "env": {"PATH": os.environ["PATH"]}}
 exec(edit)
-s = socket.socket(socket.AF_UNIX)
-s.connect(os.environ["DROVER_HOME"] + "/drover.sock")
-body = json.dumps(req).encode()
-s.sendall(struct.pack(">I", len(body)) + body)
-def read(n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            sys.exit("the daemon closed the connection")
-        buf += chunk
-    return buf
-r = json.loads(read(struct.unpack(">I", read(4))[0]))
-print("ok" if r["ok"] else "%d %s" % (r["code"], r["error"]))
+print(json.dumps(req))
 PY
+        python3 -c 'import json, sys; r = json.load(sys.stdin)
+print("ok" if r["ok"] else "%d %s" % (r["code"], r["error"]))'
 }
 
 # The settings are read when the daemon starts: written before any command starts one.
