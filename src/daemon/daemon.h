@@ -227,6 +227,18 @@ void ops_drop_conn(struct daemon *d, struct conn *c);
 /* server.c: sends a deferred reply on c (steals the reference). */
 void server_reply(struct conn *c, json_t *reply);
 
+/* Who is on the other end of a connection: only what the kernel says (SO_PEERCRED when it was
+ * accepted), never anything the client sends. name is the user's login name (or the uid in
+ * decimal when it has none); admin: root, the daemon's own user in per-user mode, and (system
+ * mode) the members of the `admins` setting's group. */
+struct peer {
+    uid_t uid;
+    gid_t gid;
+    char name[64];
+    bool admin;
+};
+const struct peer *conn_peer(const struct conn *c);
+
 json_t *reply_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 json_t *reply_ok(void);
 

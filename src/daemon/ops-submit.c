@@ -94,6 +94,9 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
     }
     if ((reply = daemon_request_decode(d, req, NULL, NULL, d->cfg.default_retries, &s.rec)))
         return reply;
+    const struct peer *who = conn_peer(c);
+    s.rec.uid = who->uid; /* the owner is who the kernel says connected, nothing the client sent */
+    s.rec.user = who->name;
     submit_array(req, &s);
     size_t count = s.array ? json_array_size(s.array) : 1;
     int64_t first = s.rec.key ? store_find_key(d->store, s.rec.key) : 0;

@@ -25,6 +25,7 @@
 #include "util/xalloc.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <stdarg.h>
@@ -66,6 +67,7 @@ struct conn {
     struct conn *older, *newer;
     size_t uid_at;          /* in s->uids */
     size_t counted;         /* bytes of its input counted in its uid's use */
+    struct peer peer;       /* who connected (SO_PEERCRED) */
     bool closing;           /* close once the output is flushed */
     bool deferred;          /* a reply is pending (wait) */
 };
@@ -313,6 +315,26 @@ static void server_refuse(void *owner, int fd, const char *why)
     free(frame);
 }
 
+/* The peer of a connection from its credentials: its name from the user database. */
+static void server_peer(struct peer *p, const struct ucred *cred)
+{
+    struct passwd pw, *found = NULL;
+    char buf[4096];
+    p->uid = cred->uid;
+    p->gid = cred->gid;
+    if (getpwuid_r(cred->uid, &pw, buf, sizeof buf, &found) == 0 && found != NULL &&
+        strlen(pw.pw_name) < sizeof p->name)
+        snprintf(p->name, sizeof p->name, "%s", pw.pw_name);
+    else
+        snprintf(p->name, sizeof p->name, "%u", (unsigned)cred->uid);
+    p->admin = cred->uid == 0 || cred->uid == getuid();
+}
+
+const struct peer *conn_peer(const struct conn *c)
+{
+    return &c->peer;
+}
+
 static void server_on_accept(void *owner, int fd)
 {
     struct server *s = owner;
@@ -341,6 +363,7 @@ static void server_on_accept(void *owner, int fd)
     struct conn *c = xcalloc(1, sizeof *c);
     c->s = s;
     c->d = d;
+    server_peer(&c->peer, &cred);
     c->uid_at = at;
     c->older = s->newest;
     *(s->newest ? &s->newest->newer : &s->oldest) = c;

@@ -60,6 +60,10 @@ static const char *const store_migrations[] = {
     /* One request model (issue 10): the GPU type pattern a task asked for, matched again
      * against the machine's GPUs whenever the task is restored or retried. */
     "ALTER TABLE tasks ADD COLUMN gpu_type TEXT;",
+    /* A shared machine (issue 15): each task's owner, as the kernel named the submitter. NULL
+     * for tasks of a per-user daemon from before: their owner is the daemon's user. */
+    "ALTER TABLE tasks ADD COLUMN uid INTEGER;"
+    "ALTER TABLE tasks ADD COLUMN user TEXT;",
 };
 
 enum {
@@ -74,9 +78,9 @@ static const char *const store_sql[Q_NQUERIES] = {
         "INSERT INTO tasks (name, state, command, workdir, env_id, idem_key, priority, gpus,"
         " gpu_mem, cpus, mem, timeout_ms, retries, backoff, deps, array_id, array_index,"
         " array_limit, submit_time, attempts, base_attempts, profile, claim_source, stall_ms,"
-        " gpu_type)"
+        " gpu_type, uid, user)"
         " VALUES (?1, ?19, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23)",
+        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25)",
     [Q_FIND_KEY] = "SELECT id FROM tasks WHERE idem_key = ?1",
     [Q_STATE] = "SELECT state FROM tasks WHERE id = ?1",
     [Q_SET_STATE] =
@@ -347,6 +351,10 @@ int store_insert_task(struct store *st, struct task_record *rec)
     sqlite3_bind_int64(s, 22, rec->stall_ms);
     if (rec->gpu_type)
         sqlite3_bind_text(s, 23, rec->gpu_type, -1, SQLITE_TRANSIENT);
+    if (rec->user) {
+        sqlite3_bind_int64(s, 24, rec->uid);
+        sqlite3_bind_text(s, 25, rec->user, -1, SQLITE_TRANSIENT);
+    }
     json_decref(backoff);
     json_decref(deps);
     if (store_step_done(st, s) < 0)

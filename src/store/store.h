@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/core.h"
 
@@ -46,6 +47,8 @@ struct task_record {
     const char *profile;        /* what its GPU use is learned under; may be NULL */
     const char *claim_source;   /* "declared", "learned", or NULL (whole GPUs or none) */
     int64_t stall_ms;           /* --stall; 0 = none */
+    uid_t uid;                  /* the owner (the submitter, as the kernel named it) … */
+    const char *user;           /* … and its name; NULL: not recorded (the daemon's user) */
     const char *gpu_type;       /* the --gpu-type pattern (spec.req.gpu_types is what it
                                  * matched here), or NULL */
 };
