@@ -269,7 +269,12 @@ static bool subst_reference(struct template *t, const json_t *root, const char *
         char *hint = strchr(ref, ':') ? xstrdup(" (${PATH:q} is the only form with a ':')")
                      : suggestion     ? xasprintf(" (did you mean %s?)", suggestion)
                                       : xstrdup("");
-        template_fail(t, path, 0, "undefined ${%s}%s", ref, hint);
+        /* What the user wrote, as far as it can be a path: an unclosed ${ swallows lines. */
+        size_t shown = 0;
+        while (ref[shown] && shown < 64 && !iscntrl((unsigned char)ref[shown]))
+            shown++;
+        template_fail(t, path, 0, "undefined ${%.*s%s}%s", (int)shown, ref,
+                      ref[shown] ? "…" : "", hint);
         free(hint);
         free(suggestion);
     } else {

@@ -12,6 +12,7 @@
 #include "util/parse.h"
 #include "util/xalloc.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -70,6 +71,10 @@ int template_fail(struct template *t, const char *path, int flags, const char *f
     va_start(ap, fmt);
     char *msg = xvasprintf(fmt, ap);
     va_end(ap);
+    /* One line, whatever a template quoted into it (a key or reference with a newline). */
+    for (char *c = msg; *c; c++)
+        if (iscntrl((unsigned char)*c))
+            *c = ' ';
     char *loc = template_location(t, path, flags);
     t->err = xasprintf("%s: %s", loc, msg);
     free(loc);

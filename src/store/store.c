@@ -62,8 +62,7 @@ static const char *const store_migrations[] = {
     "ALTER TABLE tasks ADD COLUMN gpu_type TEXT;",
     /* A shared machine (issue 15): each task's owner, as the kernel named the submitter. NULL
      * for tasks of a per-user daemon from before: their owner is the daemon's user. */
-    "ALTER TABLE tasks ADD COLUMN uid INTEGER;"
-    "ALTER TABLE tasks ADD COLUMN user TEXT;",
+    "ALTER TABLE tasks ADD COLUMN uid INTEGER; ALTER TABLE tasks ADD COLUMN user TEXT;",
 };
 
 enum {
