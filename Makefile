@@ -5,7 +5,7 @@
 BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps check demo clean asan bench fuzz
+.PHONY: all deps check demo clean asan bench fuzz install
 
 all: $(BUILD)/Makefile
 	@$(MAKE) --no-print-directory -C $(BUILD)
@@ -33,6 +33,14 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	@scripts/fuzz.sh build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh run
+
+# Installs the binary, the systemd unit, the man page, the docs and bash/zsh completion under
+# PREFIX (default /usr/local), staged under DESTDIR for packaging.
+PREFIX ?= /usr/local
+DESTDIR ?=
+install: $(BUILD)/Makefile
+	@$(MAKE) --no-print-directory -C $(BUILD) drover
+	@DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

@@ -1,7 +1,7 @@
 /* cli/ — one file per command behind a table of descriptors (cli/commands.c). The dispatcher
  * parses options against each command's declared options and checks the argument count before
  * a handler runs. Exit codes: 0 ok, 1 a task failed (or the operation did), 2 usage or bad
- * input, 3 the daemon is unreachable. */
+ * input, 3 the daemon is unreachable, 4 not permitted. */
 #ifndef DROVER_CLI_H
 #define DROVER_CLI_H
 
@@ -9,7 +9,11 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
+/* EXIT_NOT_PERMITTED: what the caller asked for is someone else's (a task, an experiment) or
+ * for admins only; the daemon's error names the owner (docs/CLI.md, "Permissions"). */
+enum {
+    EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3, EXIT_NOT_PERMITTED = 4
+};
 
 #define CMD_MAX_OPTS 24
 

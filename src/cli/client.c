@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -189,18 +190,73 @@ static int client_autostart(const char *cmdname, const char *home, const char *p
     return fd;
 }
 
+/* Which daemon a command talks to, in this order (docs/CLI.md, "Which daemon"):
+ *  1. DROVER_SOCKET=PATH: the daemon listening there, never started by a command;
+ *  2. DROVER_HOME set: that directory's per-user daemon, started when none answers;
+ *  3. PATHS_SYSTEM_SOCKET when it exists: the system daemon, never started by a command;
+ *  4. the per-user daemon of ~/.local/share/drover, started when none answers.
+ * home is the state directory of a daemon a command may start, NULL for one it may not. */
+struct client_target {
+    char *path;
+    char *home;
+    const char *via; /* how it was chosen, for messages; NULL for a per-user daemon */
+};
+
+static void client_target(struct client_target *t)
+{
+    const char *socket = getenv("DROVER_SOCKET"), *home = getenv("DROVER_HOME");
+    struct stat sb;
+    *t = (struct client_target){0};
+    if (socket != NULL && *socket != '\0') {
+        t->path = xstrdup(socket);
+        t->via = "DROVER_SOCKET";
+    } else if ((home == NULL || *home == '\0') && lstat(PATHS_SYSTEM_SOCKET, &sb) == 0) {
+        t->path = xstrdup(PATHS_SYSTEM_SOCKET);
+        t->via = "the system daemon";
+    } else {
+        t->home = paths_home();
+        t->path = paths_join(t->home, "drover.sock");
+    }
+}
+
+static void client_target_free(struct client_target *t)
+{
+    free(t->path);
+    free(t->home);
+}
+
 int client_connect(const char *cmdname, bool autostart)
 {
-    char *home = paths_home();
-    char *path = paths_join(home, "drover.sock");
-    int fd = client_try_connect(path);
-    if (fd < 0 && autostart && (errno == ENOENT || errno == ECONNREFUSED))
-        fd = client_autostart(cmdname, home, path);
+    struct client_target t;
+    client_target(&t);
+    int fd = client_try_connect(t.path);
+    if (fd < 0 && autostart && t.home != NULL && (errno == ENOENT || errno == ECONNREFUSED))
+        fd = client_autostart(cmdname, t.home, t.path);
     int e = errno;
-    free(path);
-    free(home);
+    client_target_free(&t);
     errno = e;
     return fd;
+}
+
+/* Prints why no daemon could be reached (errno from client_connect) and exits. */
+static void client_unreachable(const char *cmdname, bool autostart)
+{
+    int e = errno;
+    struct client_target t;
+    client_target(&t);
+    if (t.home != NULL)
+        fprintf(stderr, "drover %s: cannot reach the daemon for %s: %s%s\n", cmdname, t.home,
+                strerror(e), autostart ? "" : " (DROVER_NO_AUTOSTART=1)");
+    else if (strcmp(t.via, "DROVER_SOCKET") == 0)
+        fprintf(stderr, "drover %s: cannot reach the daemon at %s (DROVER_SOCKET): %s; is it"
+                        " running? (unset DROVER_SOCKET for your own daemon)\n", cmdname, t.path,
+                strerror(e));
+    else
+        fprintf(stderr, "drover %s: the system daemon at %s does not answer: %s; ask an admin to"
+                        " start it (systemctl start drover), or set DROVER_HOME for a daemon of"
+                        " your own\n", cmdname, t.path, strerror(e));
+    client_target_free(&t);
+    exit(EXIT_UNREACHABLE);
 }
 
 json_t *client_request(const char *op)
@@ -223,13 +279,8 @@ static json_t *client_exchange(const char *cmdname, json_t *req)
     }
     int fd = client_connect(cmdname, autostart);
     json_t *reply = NULL;
-    if (fd < 0) {
-        char *home = paths_home();
-        fprintf(stderr, "drover %s: cannot reach the daemon for %s: %s%s\n", cmdname, home,
-                strerror(errno), autostart ? "" : " (DROVER_NO_AUTOSTART=1)");
-        free(home);
-        exit(EXIT_UNREACHABLE);
-    }
+    if (fd < 0)
+        client_unreachable(cmdname, autostart);
     /* Even when the send fails, the daemon may have answered before it closed the connection
      * (a refusal): read what came. */
     if (proto_send(fd, req, NULL) < 0)

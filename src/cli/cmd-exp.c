@@ -151,9 +151,10 @@ static int exp_ls(const struct cmd_entry *cmd, struct cmd_args *args)
         json_decref(reply);
         return EXIT_OK;
     }
-    static const char *const head[] = {"NAME", "KIND", "STATE", "TASKS", "RUNNING", "WAITING",
-                                       "SUCCEEDED", "FAILED", "STOPPED EARLY", "REASON"};
-    struct table *t = table_new(10, head);
+    static const char *const head[] = {"NAME", "USER", "KIND", "STATE", "TASKS", "RUNNING",
+                                       "WAITING", "SUCCEEDED", "FAILED", "STOPPED EARLY",
+                                       "REASON"};
+    struct table *t = table_new(11, head);
     size_t i;
     json_array_foreach(list, i, e) {
         char n[6][16];
@@ -162,7 +163,9 @@ static int exp_ls(const struct cmd_entry *cmd, struct cmd_args *args)
         for (int k = 0; k < 6; k++)
             snprintf(n[k], sizeof n[k], "%lld", (long long)json_integer_value(json_object_get(e, keys[k])));
         const char *reason = json_string_value(json_object_get(e, "reason"));
+        const char *user = json_string_value(json_object_get(e, "user"));
         const char *cells[] = {json_string_value(json_object_get(e, "name")),
+                               user ? user : "?",
                                json_string_value(json_object_get(e, "kind")),
                                json_string_value(json_object_get(e, "state")),
                                n[0], n[1], n[2], n[3], n[4], n[5], reason ? reason : "-"};

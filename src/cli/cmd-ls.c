@@ -1,4 +1,4 @@
-/* drover ls [--all] [--state S] [--json] */
+/* drover ls [--all] [--state S] [--user NAME | --mine] [--json] */
 #include "cli/cli.h"
 #include "util/parse.h"
 #include "util/xalloc.h"
@@ -12,6 +12,8 @@
 static const struct cmd_opt ls_opts[] = {
     {"all", 'a', false, false, "include tasks that ended more than a day ago"},
     {"state", 0, true, false, "only tasks in this state"},
+    {"user", 'u', true, false, "only tasks of this user (a name or a uid)"},
+    {"mine", 0, false, false, "only your own tasks"},
     {"json", 0, false, false, "print a JSON array of task objects (docs/CLI.md)"},
     {NULL, 0, false, false, NULL},
 };
@@ -53,11 +55,11 @@ static void ls_command(const json_t *cmd, char *buf, size_t len)
  * the keys of the ls --json objects), so that the daemon's column order is no contract. */
 enum ls_field {
     LS_ID, LS_NAME, LS_STATE, LS_PRIORITY, LS_GPUS_ASKED, LS_ATTEMPTS, LS_EXIT_CODE, LS_START,
-    LS_END, LS_COMMAND, LS_GPUS, LS_NFIELDS
+    LS_END, LS_COMMAND, LS_GPUS, LS_USER, LS_NFIELDS
 };
 static const char *const ls_keys[LS_NFIELDS] = {
     "id", "name", "state", "priority", "request.gpus", "attempts", "exit_code", "start_time",
-    "attempt_end_time", "command", "gpus",
+    "attempt_end_time", "command", "gpus", "user",
 };
 
 /* Fills at[] with each field's index in columns. Returns 0, or -1 naming the missing one. */
@@ -105,8 +107,9 @@ static void ls_row(struct table *t, const json_t *row, const size_t at[LS_NFIELD
     }
     ls_gpus(json_array_get(row, at[LS_GPUS]), row_int(row, at[LS_GPUS_ASKED]), gpus, sizeof gpus);
     ls_command(json_array_get(row, at[LS_COMMAND]), command, sizeof command);
-    const char *cells[] = {id, name ? name : "-", state, pri, gpus, att, exit_code, when,
-                           command};
+    const char *user = json_string_value(json_array_get(row, at[LS_USER]));
+    const char *cells[] = {id, name ? name : "-", state, user ? user : "?", pri, gpus, att,
+                           exit_code, when, command};
     table_add(t, cells, out_state_color(state));
 }
 
@@ -121,6 +124,17 @@ static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
         json_decref(req);
         return EXIT_USAGE;
     }
+    if (cmd_opt(cmd, args, "mine") && cmd_opt(cmd, args, "user")) {
+        json_decref(req);
+        return cmd_usage_error(cmd, "--mine and --user cannot be used together");
+    }
+    if (cmd_opt(cmd, args, "mine")) /* the daemon knows who asks: nothing to send but this */
+        json_object_set_new(req, "mine", json_true());
+    if (cmd_opt(cmd, args, "user") &&
+        client_set_string(cmd, req, "user", "--user", cmd_opt(cmd, args, "user"))) {
+        json_decref(req);
+        return EXIT_USAGE;
+    }
     if (!cmd_opt(cmd, args, "json"))
         json_object_set_new(req, "brief", json_true()); /* only the columns shown */
     json_t *reply = client_call(cmd->name, req, &rc);
@@ -131,8 +145,8 @@ static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
     if (cmd_opt(cmd, args, "json")) {
         out_json(tasks);
     } else {
-        static const char *const head[] = {"ID", "NAME", "STATE", "PRI", "GPUS", "ATT",
-                                           "EXIT", "TIME", "COMMAND"};
+        static const char *const head[] = {"ID", "NAME", "STATE", "USER", "PRI", "GPUS",
+                                           "ATT", "EXIT", "TIME", "COMMAND"};
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -141,7 +155,7 @@ static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
             json_decref(reply);
             return EXIT_FAILED;
         }
-        struct table *t = table_new(9, head);
+        struct table *t = table_new(10, head);
         json_array_foreach(tasks, i, task)
             ls_row(t, task, at, now);
         table_print(t, stdout);
@@ -153,7 +167,7 @@ static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
 
 const struct cmd_entry cmd_ls = {
     .name = "ls",
-    .usage = "ls [--all] [--state S] [--json]",
+    .usage = "ls [--all] [--state S] [--user NAME | --mine] [--json]",
     .summary = "list tasks (live ones and those that ended in the last day)",
     .opts = ls_opts,
     .min_args = 0,

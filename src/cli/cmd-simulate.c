@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,12 @@ static const struct cmd_opt simulate_opts[] = {
     {"whole-gpus", 0, false, false, "give a job that asks for a fraction of a GPU whole GPUs"},
     {"skip-bad-rows", 0, false, false, "count and skip rows that cannot be read"},
     {"schedule-out", 'o', true, false, "write job_id,submit,start,end,node,gpus rows to FILE"},
+    {"fair-share", 0, true, false, "on or off: fair share between users (default: on for "
+                                   "drover, off for fifo and backfill)"},
+    {"users", 0, true, false, "assign N synthetic users (user1..userN) to the jobs"},
+    {"heavy-user-share", 0, true, false, "with --users: user1's share of the jobs (default "
+                                         "1/N)"},
+    {"seed", 0, true, false, "with --users: the seed of the assignment (default 1)"},
     {"json", 0, false, false, "print the results as JSON"},
     {NULL, 0, false, false, NULL},
 };
@@ -122,12 +129,40 @@ static void simulate_print(const char *trace_path, const char *format, const cha
     printf("scheduler    %llu passes, %.2f s in core/ (%.1f us a pass)\n",
            (unsigned long long)r->passes, r->sched_seconds,
            r->passes > 0 ? 1e6 * r->sched_seconds / (double)r->passes : 0);
+    if (r->nusers > 0) {
+        printf("\n%-16s %8s %10s %10s %10s %10s\n", "user", "jobs", "GPU-hours", "avg JCT",
+               "avg wait", "max wait");
+        for (size_t i = 0; i < r->nusers; i++) {
+            const struct sim_user_result *u = &r->users[i];
+            printf("%-16s %8zu %10.1f %10s %10s %10s\n", u->name, u->jobs, u->gpu_hours,
+                   DUR(u->jct_avg, a), DUR(u->wait_avg, b), DUR(u->wait_max, c));
+        }
+    }
 #undef DUR
 }
 
+/* The per-user figures, or null when the trace names no users. */
+static json_t *simulate_users_json(const struct sim_result *r)
+{
+    if (r->nusers == 0)
+        return json_null();
+    json_t *users = json_array();
+    for (size_t i = 0; i < r->nusers; i++) {
+        const struct sim_user_result *u = &r->users[i];
+        json_t *o = json_pack("{s:s, s:I, s:f, s:f, s:f, s:f}", "user", u->name, "jobs",
+                              (json_int_t)u->jobs, "gpu_hours", u->gpu_hours, "jct_avg_s",
+                              u->jct_avg, "wait_avg_s", u->wait_avg, "wait_max_s", u->wait_max);
+        if (o == NULL)
+            fatalx("simulate: json_pack failed (user %s)", u->name);
+        json_array_append_new(users, o);
+    }
+    return users;
+}
+
 static void simulate_print_json(const char *trace_path, const char *format, const char *policy,
-                                const char *limits, const struct simulate_machine *m,
-                                const struct sim_trace *trace, const struct sim_result *r)
+                                const char *limits, bool fair_share,
+                                const struct simulate_machine *m, const struct sim_trace *trace,
+                                const struct sim_result *r)
 {
     json_t *out = json_pack(
         "{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:I, s:I, s:I},"
@@ -144,8 +179,53 @@ static void simulate_print_json(const char *trace_path, const char *format, cons
         r->bound_jct, "scheduler", "passes", (json_int_t)r->passes, "seconds", r->sched_seconds);
     if (out == NULL)
         fatalx("simulate: json_pack failed");
+    json_object_set_new(out, "fair_share", json_boolean(fair_share));
+    json_object_set_new(out, "users", simulate_users_json(r));
     out_json(out);
     json_decref(out);
+}
+
+/* --users, --heavy-user-share, --seed and --fair-share. */
+struct simulate_users {
+    long long n;          /* 0 = the trace's own users */
+    double heavy_share;
+    uint64_t seed;
+};
+
+static int simulate_users_opts(const struct cmd_entry *cmd, const struct cmd_args *args,
+                               struct core_policy *policy, struct simulate_users *users)
+{
+    const char *fair = cmd_opt(cmd, args, "fair-share"), *n = cmd_opt(cmd, args, "users");
+    const char *share = cmd_opt(cmd, args, "heavy-user-share"), *seed = cmd_opt(cmd, args, "seed");
+    const char *why;
+    memset(users, 0, sizeof *users);
+    users->seed = 1;
+    if (fair != NULL) {
+        if (strcmp(fair, "on") != 0 && strcmp(fair, "off") != 0)
+            return cmd_usage_error(cmd, "--fair-share \"%s\": expected on or off", fair);
+        policy->fair_share = strcmp(fair, "on") == 0;
+    }
+    if (n == NULL) {
+        if (share != NULL || seed != NULL)
+            return cmd_usage_error(cmd, "--heavy-user-share and --seed need --users N");
+        return EXIT_OK;
+    }
+    if (parse_int(n, 1, 1000, &users->n, &why) < 0)
+        return cmd_usage_error(cmd, "--users \"%s\": %s", n, why);
+    users->heavy_share = 1.0 / (double)users->n;
+    if (share != NULL) {
+        char *end;
+        users->heavy_share = strtod(share, &end);
+        if (end == share || *end != '\0' || !(users->heavy_share >= 0 && users->heavy_share <= 1))
+            return cmd_usage_error(cmd, "--heavy-user-share \"%s\": expected a number from 0 "
+                                        "to 1", share);
+    }
+    long long s;
+    if (seed != NULL && parse_int(seed, 0, LLONG_MAX, &s, &why) < 0)
+        return cmd_usage_error(cmd, "--seed \"%s\": %s", seed, why);
+    if (seed != NULL)
+        users->seed = (uint64_t)s;
+    return EXIT_OK;
 }
 
 static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
@@ -174,6 +254,10 @@ static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
         return cmd_usage_error(cmd, "--limits \"%s\": %s", limits_text, why);
     if (format_text != NULL && sim_format_parse(format_text, &format, &why) == -1)
         return cmd_usage_error(cmd, "--format \"%s\": %s", format_text, why);
+    struct simulate_users users;
+    int rc = simulate_users_opts(cmd, args, &config.policy, &users);
+    if (rc != EXIT_OK)
+        return rc;
 
     struct sim_types types;
     struct simulate_machine machine;
@@ -185,13 +269,19 @@ static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
     memset(&result, 0, sizeof result);
     FILE *out = NULL;
     char *err = NULL;
-    int rc = simulate_machine(cmd, args, &types, &machine);
+    rc = simulate_machine(cmd, args, &types, &machine);
     if (rc != EXIT_OK)
         goto out;
     rc = EXIT_USAGE;
     if (sim_trace_read(path, format, cmd_opt(cmd, args, "skip-bad-rows") != NULL, &types, &trace,
                        &err) == -1) {
         cmd_usage_error(cmd, "%s", err);
+        goto out;
+    }
+    if (users.n > 0 &&
+        sim_trace_assign_users(&trace, (int)users.n, users.heavy_share, users.seed, &why) == -1) {
+        cmd_usage_error(cmd, "--users %lld --heavy-user-share %g: %s", users.n,
+                        users.heavy_share, why);
         goto out;
     }
     if (trace.skipped_bad > 0)
@@ -226,7 +316,8 @@ static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
     const char *fname = simulate_format_names[format];
     if (out != stdout) {
         if (cmd_opt(cmd, args, "json"))
-            simulate_print_json(path, fname, policy_name, limits_text, &machine, &trace, &result);
+            simulate_print_json(path, fname, policy_name, limits_text,
+                                config.policy.fair_share, &machine, &trace, &result);
         else
             simulate_print(path, fname, policy_name, limits_text, &machine, &trace, &result);
     }
@@ -248,7 +339,8 @@ const struct cmd_entry cmd_simulate = {
     .name = "simulate",
     .usage = "simulate --trace FILE (--cluster NxG[:MEM] | --nodes FILE) [--format F] "
              "[--policy fifo|backfill|drover] [--limits none|exact|xF] [--whole-gpus] "
-             "[--skip-bad-rows] [--schedule-out FILE] [--json]",
+             "[--skip-bad-rows] [--schedule-out FILE] [--fair-share on|off] "
+             "[--users N [--heavy-user-share F] [--seed S]] [--json]",
     .summary = "replay a GPU-cluster trace through the scheduler and measure the schedule",
     .opts = simulate_opts,
     .min_args = 0,

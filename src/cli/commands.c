@@ -7,12 +7,13 @@
 #include <string.h>
 
 extern const struct cmd_entry cmd_submit, cmd_ls, cmd_show, cmd_logs, cmd_cancel, cmd_retry,
-    cmd_hold, cmd_release, cmd_wait, cmd_gpus, cmd_top, cmd_exp, cmd_simulate, cmd_drain, cmd_undrain, cmd_shutdown;
+    cmd_hold, cmd_release, cmd_wait, cmd_gpus, cmd_top, cmd_exp, cmd_simulate, cmd_drain, cmd_undrain, cmd_shutdown,
+    cmd_whoami, cmd_version, cmd_audit, cmd_users;
 
 const struct cmd_entry *const cli_commands[] = {
     &cmd_submit, &cmd_ls,      &cmd_show,  &cmd_logs,  &cmd_cancel,  &cmd_retry,
     &cmd_hold,   &cmd_release, &cmd_wait,  &cmd_gpus,  &cmd_top, &cmd_exp, &cmd_simulate, &cmd_drain,   &cmd_undrain,
-    &cmd_shutdown, NULL,
+    &cmd_shutdown, &cmd_whoami, &cmd_version, &cmd_audit, &cmd_users, NULL,
 };
 
 int cmd_usage_error(const struct cmd_entry *cmd, const char *fmt, ...)

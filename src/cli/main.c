@@ -15,5 +15,7 @@ int main(int argc, char **argv)
         exec_supervise_main(); /* internal: started by the daemon for each attempt */
     if (argc >= 2 && strcmp(argv[1], "__zygote") == 0)
         exec_zygote_main(); /* internal: forks supervisors for the daemon */
+    if (argc == 2 && strcmp(argv[1], "--version") == 0)
+        argv[1] = "version"; /* what a packager and a new user try first */
     return cli_main(argc, argv);
 }

@@ -57,6 +57,7 @@ void core_attempt_track(struct core *core, struct core_task *t, const struct cor
     core->nrunning++;
     t->run = run;
     attempt_array_count(core, t->array_id, 1);
+    core_user_track(core, t, started, 1);
 }
 
 void core_attempt_untrack(struct core *core, struct core_task *t)
@@ -72,6 +73,7 @@ void core_attempt_untrack(struct core *core, struct core_task *t)
         run->next->prev = run->prev;
     core->nrunning--;
     attempt_array_count(core, t->array_id, -1);
+    core_user_track(core, t, core->now, -1);
     free(run);
     t->run = NULL;
 }

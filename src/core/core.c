@@ -19,6 +19,8 @@ struct core_policy core_policy_default(void)
         .backfill = true,
         .best_fit = true,
         .max_scan = 10000,
+        .fair_share = true,
+        .fair_share_half_life_ms = 7LL * 24 * 3600 * 1000,
     };
 }
 
@@ -51,6 +53,7 @@ void core_free(struct core *core)
     core_map_free(&core->tasks);
     core_map_free(&core->arrays);
     core_queue_free(&core->queue);
+    core_users_free(core);
     core_retry_free(&core->retry);
     core_place_free(&core->place);
     core_place_free(&core->scratch);
@@ -125,6 +128,7 @@ struct core_task *core_task_alloc(struct core *core, const struct core_task_spec
     struct core_task *t = core_xcalloc(1, sizeof *t);
     t->id = spec->id;
     t->serial = ++core->serial;
+    t->owner = core_user_get(core, spec->user);
     t->priority = spec->priority;
     t->req = spec->req;
     t->max_retries = spec->max_retries < 0 ? 0 : spec->max_retries;
@@ -150,18 +154,21 @@ void core_task_add(struct core *core, struct core_task *t, enum task_state state
 {
     t->state = state;
     core->counts[state]++;
+    t->owner->counts[state]++;
     core_map_put(&core->tasks, t->id, t);
 }
 
 void core_task_free(struct core *core, struct core_task *t)
 {
-    core_queue_remove(&core->queue, t);
+    core_queue_remove(core_task_queue(core, t), t);
     if (t->state == TASK_RETRYING)
         core_retry_remove(&core->retry, t);
     if (t->run != NULL)
         core_attempt_untrack(core, t);
-    if (core_map_del(&core->tasks, t->id) == t)
+    if (core_map_del(&core->tasks, t->id) == t) {
         core->counts[t->state]--;
+        t->owner->counts[t->state]--;
+    }
     free(t->deps);
     free(t->dependents);
     free(t);
@@ -172,15 +179,17 @@ void core_task_move(struct core *core, struct core_task *t, enum task_state to)
     if (!core_state_allowed(t->state, to))
         core_bug();
     if (t->state == TASK_QUEUED)
-        core_queue_remove(&core->queue, t);
+        core_queue_remove(core_task_queue(core, t), t);
     else if (t->state == TASK_RETRYING)
         core_retry_remove(&core->retry, t);
     core->counts[t->state]--;
     core->counts[to]++;
+    t->owner->counts[t->state]--;
+    t->owner->counts[to]++;
     t->state = to;
     if (to == TASK_QUEUED) {
         t->ready_time = core_ready_time(core);
-        core_queue_insert(&core->queue, t);
+        core_queue_insert(core_task_queue(core, t), t);
     } else if (to == TASK_RETRYING) {
         core_retry_push(&core->retry, t);
     }
@@ -247,7 +256,7 @@ int core_submit(struct core *core, const struct core_task_spec *spec, core_time 
     core_task_add(core, t, state);
     if (state == TASK_QUEUED) {
         t->ready_time = core_ready_time(core);
-        core_queue_insert(&core->queue, t);
+        core_queue_insert(core_task_queue(core, t), t);
     }
     core_emit_state(out, t->id, state, CORE_REASON_SUBMITTED, 0, 0);
     return 0;

@@ -107,6 +107,8 @@ struct core_task_spec {
     int attempts;        /* attempts already made (a retried task continues the numbering) */
     int retry_base;      /* attempts made before the current retry budget began (`drover retry`
                           * starts a fresh budget): retries used = attempts - retry_base - 1 */
+    uint32_t user;       /* its owner, an opaque number (the daemon gives the uid); every task
+                          * 0 = one user, which is today's behaviour */
 };
 
 /* Where an attempt runs: GPUs on one node, or (nnodes > 1) whole nodes. */
@@ -171,6 +173,14 @@ void core_actions_free(struct core_actions *acts);
 
 /* ---- policy ------------------------------------------------------------------------------ */
 
+/* What one user's tasks may hold; 0 = no limit. */
+struct core_limits {
+    int gpus;     /* GPUs held by the user's running attempts (a shared GPU counts as one) */
+    int running;  /* attempts running */
+    int queued;   /* tasks waiting (held, pending, queued, retrying); enforced at submit by
+                   * core_check_submit() */
+};
+
 struct core_policy {
     /* Waiting this long is worth one priority point (aging; nothing starves). 0 = no aging:
      * strict priority, then first-come first-served. */
@@ -186,9 +196,18 @@ struct core_policy {
     /* At most this many queued tasks are examined per scheduling pass past the first blocked
      * one (bounds the cost of a pass with a huge queue). 0 = no bound. */
     int max_scan;
+    /* Fair share between users (core/users.c): among users with ready work, the one whose
+     * decayed GPU usage is least goes first; within one user, the order above. With a single
+     * user (every task's user 0) it changes nothing. */
+    bool fair_share;
+    /* The half-life of past usage, ms (Slurm's PriorityDecayHalfLife); 0 = never decays. */
+    int64_t fair_share_half_life_ms;
+    /* Every user's limits unless core_set_user_limits() gives one others. */
+    struct core_limits user_limits;
 };
 
-/* The daemon's default: aging 60 s per point, backfill, best fit, scan bound 10000. */
+/* The daemon's default: aging 60 s per point, backfill, best fit, scan bound 10000, fair share
+ * with a 7-day half-life, no user limits. */
 struct core_policy core_policy_default(void);
 
 /* ---- the scheduler ----------------------------------------------------------------------- */
@@ -294,6 +313,46 @@ void core_schedule(struct core *core, core_time now, struct core_actions *out);
 /* The earliest time at which core_schedule() would do something that no event triggers
  * (a backoff ending), or CORE_TIME_NEVER. */
 core_time core_next_wakeup(const struct core *core);
+
+/* ---- users: fair share and limits (core/users.c) ------------------------------------------ */
+
+/* Sets user's limits (a copy; NULL = back to policy.user_limits). The driver resolves its own
+ * overrides (per user, per group) into one struct per user; it may call this at any time, e.g.
+ * before each submission of a user it has not seen. Running attempts are never stopped: a
+ * lower limit only holds back further starts. */
+void core_set_user_limits(struct core *core, uint32_t user, const struct core_limits *limits);
+
+/* Whether user may add ntasks waiting tasks (its queued limit): 0, or -1 with the reason in
+ * why[0..len): "user limit: 100 tasks waiting (user-queued = 100)". Changes nothing: the driver
+ * calls it before it stores a submission, for all of the submission's tasks at once. */
+int core_check_submit(const struct core *core, uint32_t user, size_t ntasks, char *why,
+                      size_t len);
+
+/* Past usage the driver knows of and core does not (after a restart: attempts that ended
+ * before it), gpu_seconds charged at time `at` and decayed from there like any other. */
+void core_add_usage(struct core *core, uint32_t user, double gpu_seconds, core_time at);
+
+struct core_user_info {
+    uint32_t user;
+    int running;                   /* attempts running */
+    size_t waiting;                /* held, pending, queued or retrying */
+    size_t queued;                 /* of which queued (ready) */
+    int gpus;                      /* GPUs held */
+    double usage;                  /* decayed GPU-seconds, as of `now` */
+    double share;                  /* usage / every user's usage (0 when nobody has any) */
+    struct core_limits limits;     /* in force */
+};
+/* Every user core knows (one with a live task, or usage, or limits set), by user number, into
+ * v[0..max); returns how many there are (may be more than max). Changes nothing. */
+size_t core_users(const struct core *core, core_time now, struct core_user_info *v, size_t max);
+
+/* Why a live queued task is not starting, when core knows something the driver can show:
+ * "user limit: 4 GPUs in use", "user limit: 2 tasks running". Returns 0 with the reason in
+ * why[0..len), or -1 (no such reason: it waits for room, or is not queued). */
+int core_task_why(const struct core *core, int64_t id, char *why, size_t len);
+
+/* 2^-x for x >= 0, in libc arithmetic only (core links no libm); exposed for the tests. */
+double core_decay(double x);
 
 /* ---- queries ----------------------------------------------------------------------------- */
 

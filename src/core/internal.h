@@ -26,8 +26,26 @@ struct core_run {
     struct core_run *prev, *next; /* core->running */
 };
 
+/* A user: what fair share and the limits need (core/users.c). Kept until core_free(), so a
+ * user's past usage outlives its tasks; users are few. */
+struct core_user {
+    uint32_t user;
+    double usage;                 /* GPU-ms, decayed to usage_time */
+    core_time usage_time;
+    int gpus;                     /* held by its running attempts */
+    int running;                  /* its running attempts */
+    size_t counts[TASK_NSTATES];  /* its live tasks by state */
+    struct core_limits limits;
+    bool own_limits;              /* set by core_set_user_limits(), not the policy's */
+    struct core_queue queue;      /* fair share: its ready tasks (else core->queue holds them) */
+    /* A pass's iteration: the user's next task, and its place in core->uheap. */
+    struct core_task *peek;
+    size_t heap_index;
+};
+
 struct core_task {
     int64_t id;
+    struct core_user *owner;
     uint64_t serial;
     enum task_state state;
     int priority;
@@ -76,7 +94,13 @@ struct core {
     int *cand;                    /* nnodes scratch indices */
     struct core_map tasks;        /* id -> struct core_task * (live tasks) */
     struct core_map arrays;       /* array id -> struct core_array * */
-    struct core_queue queue;
+    struct core_queue queue;      /* the ready queue; with fair share, each user's instead */
+    struct core_map users;        /* user + 1 -> struct core_user * */
+    /* A pass's iteration over users with ready tasks, least usage first; ulast is the user
+     * whose task was handed out last (its key may have grown since). */
+    struct core_user **uheap;
+    size_t uheap_n, uheap_cap;
+    struct core_user *ulast;
     struct core_retry retry;
     struct core_run *running;     /* every attempt running, cancelled ones included; the most
                                    * recently started first */
@@ -127,6 +151,21 @@ void core_deps_link(struct core *core, struct core_task *t);
  * dependents, transitively, and frees every task that ended without a running attempt, t
  * included. */
 void core_deps_ended(struct core *core, struct core_task *t, struct core_actions *out);
+
+/* users.c */
+/* user's record, created on first use. */
+struct core_user *core_user_get(struct core *core, uint32_t user);
+void core_users_free(struct core *core);
+/* The queue t belongs in when QUEUED: its user's with fair share, else core->queue. */
+struct core_queue *core_task_queue(struct core *core, const struct core_task *t);
+/* An attempt of t starts holding (delta 1) or stops holding (delta -1) its GPUs, from `at`. */
+void core_user_track(struct core *core, const struct core_task *t, core_time at, int delta);
+/* Whether t's user is at a limit that keeps t from starting now. */
+bool core_user_blocked(const struct core_task *t);
+/* The ready tasks in pass order (fair share across users, each user's own order within). The
+ * caller may remove the task last returned (and only that one). */
+void core_ready_start(struct core *core, core_time now);
+struct core_task *core_ready_next(struct core *core);
 
 /* attempt.c */
 /* Moves a queued task to RUNNING on pl and appends its START. */

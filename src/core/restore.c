@@ -85,7 +85,7 @@ static void restore_queue(struct core *core)
     }
     qsort(v, n, sizeof *v, restore_cmp_ready);
     for (size_t i = 0; i < n; i++)
-        core_queue_insert(&core->queue, v[i]);
+        core_queue_insert(core_task_queue(core, v[i]), v[i]);
     free(v);
 }
 

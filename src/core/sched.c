@@ -20,6 +20,11 @@
  * everything released, it gets no reservation and does not hold anything back. Only the first
  * blocked task gets a reservation; later blocked ones are skipped.
  *
+ * Order: core_ready_next() (users.c): with fair share, the least-used user's next task first,
+ * each user's own tasks in queue order; a user at its running or GPU limit is skipped whole, a
+ * task asking for more GPUs than its user has left is skipped like one whose array is full.
+ * Neither becomes the head: a limit is not a lack of resources a reservation could wait out.
+ *
  * Cost bounds: the pass ends once no node has open capacity (core_place_open()); a request
  * shape that already failed to fit in this pass is skipped in O(1) (resources only shrink during
  * a pass, so it cannot fit now either); at most max_scan tasks are examined past the head, and
@@ -268,7 +273,8 @@ static bool sched_consider(struct sched_pass *p, struct core_task *t)
     struct core *core = p->core;
     const struct core_policy *policy = &core->policy;
     struct core_placement pl;
-    if (sched_array_full(core, t) || sched_shape_seen(&p->no_fit, &t->req)) {
+    if (sched_array_full(core, t) || core_user_blocked(t) ||
+        sched_shape_seen(&p->no_fit, &t->req)) {
         p->examined++;
         return true;
     }
@@ -307,9 +313,9 @@ void core_schedule(struct core *core, core_time now, struct core_actions *out)
         return;
     struct sched_pass p = { .core = core, .now = now, .out = out, .shadow = CORE_TIME_NEVER };
     int max_scan = core->policy.max_scan;
-    core_queue_iter_start(&core->queue);
+    core_ready_start(core, now);
     struct core_task *t;
-    while ((t = core_queue_iter_next(&core->queue)) != NULL) {
+    while ((t = core_ready_next(core)) != NULL) {
         if (!core_place_open(&core->place))
             break;
         if (max_scan > 0 && p.examined >= max_scan)

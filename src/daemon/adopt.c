@@ -267,7 +267,20 @@ struct restore_ctx {
     int failed;
     struct pending { int64_t task; int attempt; char *run_dir; } *done;
     size_t ndone, cap;
+    uint32_t *users; /* owners whose limits core has been given */
+    size_t nusers, users_cap;
 };
+
+/* Core learns each owner's limits before the owner's first task is restored. */
+static void restore_user(struct restore_ctx *ctx, uint32_t user)
+{
+    for (size_t i = 0; i < ctx->nusers; i++)
+        if (ctx->users[i] == user)
+            return;
+    xgrow((void **)&ctx->users, &ctx->users_cap, ctx->nusers + 1, sizeof *ctx->users);
+    ctx->users[ctx->nusers++] = user;
+    daemon_request_user_limits(ctx->d, (uid_t)user);
+}
 
 static void restore_one(void *arg, int64_t id, enum task_state state, core_time ready_time,
                         core_time retry_at, int attempts, bool attempt_open,
@@ -285,6 +298,7 @@ static void restore_one(void *arg, int64_t id, enum task_state state, core_time 
     }
     spec.req.gpu_types = daemon_request_restored_types(d, id, gpu_type);
     free(gpu_type);
+    restore_user(ctx, spec.user);
     struct core_restore rs = {
         .state = state == TASK_RUNNING && !attempt_open ? TASK_QUEUED : state,
         .ready_time = ready_time,
@@ -324,10 +338,13 @@ int daemon_restore(struct daemon *d, char **err)
     /* The drain outlives restarts; a full disk (daemon/disk.c) drains too. */
     core_set_drain(d->core, (draining && strcmp(draining, "1") == 0) || disk_is_full(d));
     free(draining);
-    if (store_each_live(d->store, restore_one, &ctx) < 0) {
+    int listed = store_each_live(d->store, restore_one, &ctx);
+    free(ctx.users);
+    if (listed < 0) {
         *err = xasprintf("cannot read the task list: %s", store_error(d->store));
         return -1;
     }
+    daemon_request_restore_usage(d);
     core_restore_done(d->core, daemon_now(), &d->acts);
     size_t adopted = 0;
     for (struct run *r = d->runs; r; r = r->next)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -12,11 +13,14 @@
 #include <unistd.h>
 
 #include "util/parse.h"
+#include "util/paths.h"
 #include "util/request.h"
 #include "util/xalloc.h"
 
 enum config_type { CONFIG_DURATION, CONFIG_DURATION_OFF, CONFIG_PERCENT, CONFIG_FACTOR,
-                   CONFIG_STRING, CONFIG_BOOL, CONFIG_RETRIES, CONFIG_BACKOFF };
+                   CONFIG_STRING, CONFIG_BOOL, CONFIG_RETRIES, CONFIG_BACKOFF, CONFIG_LIMIT };
+
+#define CONFIG_MAX_LIMIT 1000000 /* the largest user limit that is not "none" */
 
 struct config_key {
     const char *name;
@@ -51,6 +55,18 @@ static const struct config_key config_keys[] = {
      "retries of a submitted task that names none (experiment trials: 3)"},
     {"default-backoff", CONFIG_BACKOFF, OFF(default_backoff), NULL,
      "seconds between the retries of a task that names none, the last repeating"},
+    {"admins", CONFIG_STRING, OFF(admins), NULL,
+     "system mode: members of this group are admins, as root is (default: root alone)"},
+    {"fair-share", CONFIG_BOOL, OFF(fair_share), "yes",
+     "among users with waiting work, the one who used the GPUs least goes first"},
+    {"fair-share-half-life", CONFIG_DURATION_OFF, OFF(fair_share_half_life_ms), "7d",
+     "GPU usage counts half after this long (off: never decays)"},
+    {"user-gpus", CONFIG_LIMIT, OFF(user_limits.gpus), "none",
+     "the most GPUs one user's running tasks may hold (user-gpus.NAME, user-gpus.@GROUP)"},
+    {"user-running", CONFIG_LIMIT, OFF(user_limits.running), "none",
+     "the most tasks of one user running at once (.NAME and .@GROUP overrides)"},
+    {"user-queued", CONFIG_LIMIT, OFF(user_limits.queued), "none",
+     "the most tasks of one user waiting (.NAME and .@GROUP overrides)"},
 };
 #define NKEYS (sizeof config_keys / sizeof config_keys[0])
 
@@ -77,6 +93,22 @@ static const struct config_key *config_find(const char *name)
         if (strcmp(config_keys[i].name, name) == 0)
             return &config_keys[i];
     return NULL;
+}
+
+/* A user limit: none (0) or 1 to CONFIG_MAX_LIMIT. */
+static int config_limit(const char *text, int *out, const char **why)
+{
+    long long v;
+    if (strcmp(text, "none") == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (parse_int(text, 1, CONFIG_MAX_LIMIT, &v, why) < 0) {
+        *why = "expected none or a whole number from 1 to 1000000";
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
 }
 
 /* Sets key from text. Returns 0, or -1 with a static reason. */
@@ -140,6 +172,8 @@ static int config_set(struct daemon_config *cfg, const struct config_key *key, c
         /* parse_backoff() bounds each value as the request check does (REQUEST_MAX_BACKOFF_MS) */
         return parse_backoff(text, (int64_t *)field, REQUEST_MAX_BACKOFF, &cfg->ndefault_backoff,
                              why);
+    case CONFIG_LIMIT:
+        return config_limit(text, (int *)field, why);
     case CONFIG_STRING:
         if (*text == '\0') {
             *why = "empty value";
@@ -160,6 +194,89 @@ static char *config_trim(char *s)
     while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == '\r'))
         *--end = '\0';
     return s;
+}
+
+static const char *const config_limit_names[] = {"user-gpus", "user-running", "user-queued"};
+
+/* name = value where name is LIMIT.USER or LIMIT.@GROUP: an override of a user limit. Returns
+ * 1 if name is one (0 when it is not, -1 with *why_text when it is one but is wrong). */
+static int config_override(struct daemon_config *cfg, const char *name, const char *value,
+                           char **why_text)
+{
+    const char *dot = strchr(name, '.');
+    int which = -1;
+    for (int i = 0; dot && i < 3; i++)
+        if (strlen(config_limit_names[i]) == (size_t)(dot - name) &&
+            strncmp(name, config_limit_names[i], (size_t)(dot - name)) == 0)
+            which = i;
+    if (which < 0)
+        return 0;
+    const char *who = dot + 1, *why = NULL;
+    bool group = *who == '@';
+    who += group;
+    if (*who == '\0' || strlen(who) > 255 || strchr(who, ' ') || strchr(who, '\t')) {
+        *why_text = xasprintf("'%s': expected %s.USER or %s.@GROUP", name,
+                              config_limit_names[which], config_limit_names[which]);
+        return -1;
+    }
+    for (size_t i = 0; i < cfg->noverrides; i++) {
+        const struct config_override *o = &cfg->overrides[i];
+        if (o->which == which && o->group == group && strcmp(o->name, who) == 0) {
+            *why_text = xasprintf("'%s' is set twice", name);
+            return -1;
+        }
+    }
+    int limit;
+    if (config_limit(value, &limit, &why) < 0) {
+        *why_text = xasprintf("%s = %s: %s", name, value, why);
+        return -1;
+    }
+    cfg->overrides = xrealloc(cfg->overrides, (cfg->noverrides + 1) * sizeof *cfg->overrides);
+    cfg->overrides[cfg->noverrides++] = (struct config_override){xstrdup(who), group, which,
+                                                                 limit};
+    return 1;
+}
+
+/* The limit `which` of a struct core_limits. */
+static int *config_limit_field(struct core_limits *l, int which)
+{
+    return which == 0 ? &l->gpus : which == 1 ? &l->running : &l->queued;
+}
+
+struct core_limits config_user_limits(const struct daemon_config *cfg, const char *name,
+                                      gid_t gid)
+{
+    struct core_limits out = cfg->user_limits;
+    gid_t groups[256];
+    int ngroups = 256;
+    bool known = name != NULL && getgrouplist(name, gid, groups, &ngroups) >= 0;
+    for (int which = 0; which < 3; which++) {
+        bool user_set = false, group_set = false;
+        int group_best = 0;
+        for (size_t i = 0; i < cfg->noverrides; i++) {
+            const struct config_override *o = &cfg->overrides[i];
+            if (o->which != which)
+                continue;
+            if (!o->group && name != NULL && strcmp(o->name, name) == 0) {
+                *config_limit_field(&out, which) = o->value;
+                user_set = true;
+            } else if (o->group && known) {
+                struct group *g = getgrnam(o->name);
+                for (int k = 0; g != NULL && k < ngroups; k++)
+                    if (groups[k] == g->gr_gid) {
+                        /* the most generous of the user's groups: none (0) beats any number */
+                        group_best = !group_set || o->value == 0 ||
+                                     (group_best != 0 && o->value > group_best)
+                                         ? o->value : group_best;
+                        group_set = true;
+                        break;
+                    }
+            }
+        }
+        if (!user_set && group_set)
+            *config_limit_field(&out, which) = group_best;
+    }
+    return out;
 }
 
 static int config_file(struct daemon_config *cfg, const char *path, char **err)
@@ -194,7 +311,9 @@ static int config_file(struct daemon_config *cfg, const char *path, char **err)
             *eq = '\0';
             char *name = config_trim(s), *value = config_trim(eq + 1);
             const struct config_key *key = config_find(name);
-            if (key == NULL)
+            if (key == NULL && config_override(cfg, name, value, &why_text) != 0)
+                ; /* an override: taken, or why_text says what is wrong */
+            else if (key == NULL)
                 why_text = xasprintf("unknown setting '%s'", name);
             else if (set_on[key - config_keys] != 0)
                 why_text = xasprintf("'%s' is set twice (first on line %u)", name,
@@ -220,23 +339,86 @@ static int config_file(struct daemon_config *cfg, const char *path, char **err)
     return rc;
 }
 
+/* The flags that say where the daemon lives. */
+static const struct config_place {
+    const char *flag;
+    size_t offset; /* of a char * in struct daemon_config; 0: the --system flag */
+} config_places[] = {
+    {"--system", 0},
+    {"--state-dir", OFF(state_dir)},
+    {"--socket", OFF(socket)},
+    {"--config", OFF(config)},
+};
+#define NPLACES (sizeof config_places / sizeof config_places[0])
+
+static const struct config_place *config_place(const char *arg)
+{
+    for (size_t i = 0; i < NPLACES; i++)
+        if (strcmp(config_places[i].flag, arg) == 0)
+            return &config_places[i];
+    return NULL;
+}
+
+/* Takes the place flags out of argv first: they decide which settings file is read. */
+static int config_places_load(struct daemon_config *cfg, int argc, char **argv, char **err)
+{
+    for (int i = 1; i < argc; i++) {
+        const struct config_place *p = config_place(argv[i]);
+        if (p == NULL) {
+            if (strncmp(argv[i], "--", 2) == 0 && i + 1 < argc &&
+                strncmp(argv[i + 1], "--", 2) != 0)
+                i++; /* a setting's value, even one that reads like a place flag */
+            continue;
+        }
+        if (p->offset == 0) {
+            cfg->system = true;
+            continue;
+        }
+        char **field = (char **)((char *)cfg + p->offset);
+        if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+            *err = xasprintf("option %s needs a value", argv[i]);
+            return -1;
+        }
+        if (*field != NULL) {
+            *err = xasprintf("option %s given twice", argv[i]);
+            return -1;
+        }
+        if (argv[i + 1][0] != '/') {
+            *err = xasprintf("%s '%s': expected an absolute path", argv[i], argv[i + 1]);
+            return -1;
+        }
+        *field = xstrdup(argv[++i]);
+    }
+    return 0;
+}
+
 int config_load(struct daemon_config *cfg, const char *home, int argc, char **argv, char **err)
 {
     const char *why, *fallback;
     char buf[128];
     memset(cfg, 0, sizeof *cfg);
+    if (config_places_load(cfg, argc, argv, err) < 0)
+        return -1;
     for (size_t i = 0; i < NKEYS; i++)
         if ((fallback = config_fallback(&config_keys[i], buf, sizeof buf)) != NULL &&
             config_set(cfg, &config_keys[i], fallback, &why) < 0)
             abort(); /* a bad default is a bug */
-    if (home != NULL) {
-        char *path = xasprintf("%s/drover.conf", home);
+    if (home != NULL || cfg->config != NULL) {
+        char *path = cfg->config      ? xstrdup(cfg->config)
+                     : cfg->system    ? xstrdup(PATHS_SYSTEM_CONFIG)
+                     : cfg->state_dir ? xasprintf("%s/drover.conf", cfg->state_dir)
+                                      : xasprintf("%s/drover.conf", home);
         int rc = config_file(cfg, path, err);
         free(path);
         if (rc < 0)
             return -1;
     }
     for (int i = 1; i < argc; i++) {
+        const struct config_place *place = config_place(argv[i]);
+        if (place != NULL) {
+            i += place->offset != 0; /* taken above */
+            continue;
+        }
         const struct config_key *key =
             strncmp(argv[i], "--", 2) == 0 ? config_find(argv[i] + 2) : NULL;
         if (key == NULL) {
@@ -268,13 +450,31 @@ void config_free(struct daemon_config *cfg)
 {
     free(cfg->gpus);
     free(cfg->metrics);
-    cfg->gpus = cfg->metrics = NULL;
+    free(cfg->admins);
+    free(cfg->state_dir);
+    free(cfg->socket);
+    free(cfg->config);
+    for (size_t i = 0; i < cfg->noverrides; i++)
+        free(cfg->overrides[i].name);
+    free(cfg->overrides);
+    cfg->overrides = NULL;
+    cfg->noverrides = 0;
+    cfg->gpus = cfg->metrics = cfg->admins = cfg->state_dir = cfg->socket = cfg->config = NULL;
 }
 
 void config_usage(FILE *fp)
 {
-    fprintf(fp, "usage: drover daemon [--KEY VALUE …]   (also KEY = VALUE lines in "
-                "$DROVER_HOME/drover.conf)\n");
+    fprintf(fp, "usage: drover daemon [--system] [--state-dir DIR] [--socket PATH] [--config FILE]"
+                " [--KEY VALUE …]\n"
+                "  (KEY = VALUE lines also in $DROVER_HOME/drover.conf, or " PATHS_SYSTEM_CONFIG
+                " with --system)\n"
+                "  --%-15s %s\n  --%-15s %s\n  --%-15s %s\n  --%-15s %s\n",
+            "system", "one daemon for every local user; run as root (state " PATHS_SYSTEM_STATE
+            ", socket " PATHS_SYSTEM_SOCKET ")",
+            "state-dir DIR", "where the state lives (default $DROVER_HOME, or the system one)",
+            "socket PATH", "where the daemon listens (default STATE-DIR/drover.sock, or the"
+            " system one)",
+            "config FILE", "the settings file (default STATE-DIR/drover.conf, or the system one)");
     char buf[128];
     for (size_t i = 0; i < NKEYS; i++) {
         const char *fallback = config_fallback(&config_keys[i], buf, sizeof buf);

@@ -1,13 +1,16 @@
 /* daemon/config.h — the daemon's settings: one declarative table (daemon/config.c) gives each
  * key its type, default, range and help; values come from $DROVER_HOME/drover.conf
  * (`key = value` lines, # comments) and then from `drover daemon --key value`, which wins.
- * docs/CLI.md lists them. */
+ * docs/CLI.md lists them. Four flags are not settings but say where the daemon lives, and are
+ * taken before the file is read: --system (one daemon for the machine, run as root), --state-dir
+ * DIR, --socket PATH and --config FILE. */
 #ifndef DROVER_DAEMON_CONFIG_H
 #define DROVER_DAEMON_CONFIG_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "core/core.h"
 
@@ -27,12 +30,38 @@ struct daemon_config {
     int default_retries;
     int ndefault_backoff;      /* 1 to REQUEST_MAX_BACKOFF */
     int64_t default_backoff[CORE_MAX_BACKOFF]; /* ms, the last repeating */
+    char *admins;              /* system mode: the group whose members are admins, or NULL */
+    /* Between users (core/users.c): fair share by decayed GPU usage, and what one user's tasks
+     * may hold (0 = no limit), with per-user and per-group overrides (config_user_limits). */
+    bool fair_share;
+    int64_t fair_share_half_life_ms; /* 0 = usage never decays */
+    struct core_limits user_limits;
+    struct config_override {
+        char *name;            /* a user name, or a group name after '@' */
+        bool group;
+        int which;             /* 0 gpus, 1 running, 2 queued */
+        int value;
+    } *overrides;
+    size_t noverrides;
+    /* Where the daemon lives (flags only, not in drover.conf): */
+    bool system;               /* --system: every local user's daemon (docs/CLI.md) */
+    char *state_dir;           /* --state-dir, or NULL: the mode's default */
+    char *socket;              /* --socket, or NULL: the mode's default */
+    char *config;              /* --config, or NULL: the mode's default settings file */
 };
 
-/* Defaults, then the file (if it exists), then argv (argv[0] is "daemon"). Returns 0, or -1
- * with one line in *err (malloc'd) naming the file and line or the flag. */
+/* Defaults, then the file (if it exists), then argv (argv[0] is "daemon"). The file is
+ * --config FILE, else in system mode PATHS_SYSTEM_CONFIG, else <--state-dir or home>/drover.conf;
+ * home NULL and no --config: no file. Returns 0, or -1 with one line in *err (malloc'd) naming the file
+ * and line or the flag. */
 int config_load(struct daemon_config *cfg, const char *home, int argc, char **argv, char **err);
 void config_free(struct daemon_config *cfg);
+/* One user's limits: the defaults (user-gpus, user-running, user-queued), each replaced by the
+ * user's own override when there is one (user-gpus.alice = 4), else by the most generous
+ * override of the groups the user is in (user-gpus.@students = 1; a limit of 0, none, is the
+ * most generous). name, uid and gid: the user's. */
+struct core_limits config_user_limits(const struct daemon_config *cfg, const char *name,
+                                      gid_t gid);
 /* The options and their help, for `drover daemon --help` and the docs. */
 void config_usage(FILE *fp);
 

@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The trial number a task of the request stands for: -1 for the generator, its own "trial",
  * else its position. */
@@ -73,6 +74,19 @@ int exp_insert(struct daemon *d, const char *name, const char *kind, json_t *tas
     struct core_dep *deps = xcalloc(most + 1, sizeof *deps); /* one task's, refilled for each */
     core_time now = daemon_now();
     int rc = 0;
+    /* Its tasks are the experiment's owner's (the row is written before its first tasks). */
+    uid_t owner = 0;
+    char *owner_name = NULL;
+    store_exp_owner(d->store, name, &owner, &owner_name);
+    /* Core knows users by uid: an experiment from before owners were recorded is the daemon's
+     * own user's. Its queued limit counts the whole batch. */
+    uint32_t user = owner_name ? (uint32_t)owner : (uint32_t)getuid();
+    char limit[CORE_WHY_MAX];
+    daemon_request_user_limits(d, (uid_t)user);
+    if (core_check_submit(d->core, user, n, limit, sizeof limit) < 0) {
+        *why = xstrdup(limit);
+        rc = EXP_INSERT_REFUSED;
+    }
     for (size_t i = 0; i < n && rc == 0; i++) {
         json_t *reply = daemon_request_decode(d, json_array_get(tasks, i), env, workdir,
                                               EXP_DEFAULT_TRIAL_RETRIES, &recs[i]);
@@ -82,6 +96,9 @@ int exp_insert(struct daemon *d, const char *name, const char *kind, json_t *tas
             rc = EXP_INSERT_REFUSED;
         }
         recs[i].spec.submit_time = now;
+        recs[i].uid = owner;
+        recs[i].user = owner_name;
+        recs[i].spec.user = user;
     }
     if (rc == 0 && exp_insert_rows(d, name, pipeline, sweep, parallel, tasks, g, recs, ids,
                                    deps) < 0) {
@@ -103,6 +120,7 @@ int exp_insert(struct daemon *d, const char *name, const char *kind, json_t *tas
         daemon_request_release(&recs[i]);
     free(recs);
     free(deps);
+    free(owner_name);
     exp_graph_free(&own);
     if (rc != 0) {
         free(ids);

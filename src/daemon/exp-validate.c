@@ -160,9 +160,14 @@ int exp_validate(struct daemon *d, struct exp_live *e, char **verdict)
 /* Copies the regular files and directories under from into to (created). Returns 0 or -1. */
 static int exp_copy_tree(const char *from, const char *to)
 {
-    DIR *dir = opendir(from);
-    if (dir == NULL)
+    /* A checkpoint tree is its owner's: never follow a link in it (docs/ARCHITECTURE.md). */
+    int from_fd = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *dir = from_fd >= 0 ? fdopendir(from_fd) : NULL;
+    if (dir == NULL) {
+        if (from_fd >= 0)
+            close(from_fd);
         return -1;
+    }
     if (mkdir(to, 0700) < 0 && errno != EEXIST) {
         closedir(dir);
         return -1;
@@ -177,7 +182,7 @@ static int exp_copy_tree(const char *from, const char *to)
         if (lstat(src, &st) == 0 && S_ISDIR(st.st_mode)) {
             rc = exp_copy_tree(src, dst);
         } else if (S_ISREG(st.st_mode)) {
-            int in = open(src, O_RDONLY | O_CLOEXEC);
+            int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
             int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
             char buf[65536];
             ssize_t n;

@@ -48,11 +48,10 @@ static void daemon_on_poll(evutil_socket_t fd, short what, void *arg)
     daemon_poll_adopted(arg);
 }
 
-/* Whether a daemon answers on home's socket. */
-static bool daemon_socket_alive(const char *home)
+/* Whether a daemon answers on the socket at path. */
+static bool daemon_socket_alive(const char *path)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    char *path = paths_join(home, "drover.sock");
     bool alive = false;
     if (strlen(path) < sizeof sun.sun_path) {
         strcpy(sun.sun_path, path);
@@ -61,14 +60,13 @@ static bool daemon_socket_alive(const char *home)
         if (fd >= 0)
             close(fd);
     }
-    free(path);
     return alive;
 }
 
 /* One daemon per state directory: an flock held for the daemon's life. When the lock is held
  * but nobody answers on the socket, a daemon is on its way out (drover shutdown, then a command
  * at once): wait for it, up to 10 s, rather than leave the caller with no daemon at all. */
-static int daemon_lock(const char *home)
+static int daemon_lock(const char *home, const char *sock)
 {
     char *path = paths_join(home, "daemon.lock");
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -78,7 +76,7 @@ static int daemon_lock(const char *home)
     struct timespec pause = {0, 50000000};
     int tries = 0;
     while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        if (++tries > 200 || daemon_socket_alive(home)) {
+        if (++tries > 200 || daemon_socket_alive(sock)) {
             close(fd);
             return -1;
         }
@@ -90,6 +88,34 @@ static int daemon_lock(const char *home)
         /* the pid in the lock file is informational only */
     }
     return fd;
+}
+
+/* System mode (--system, root only: checked first): the state directory traversable but not listable (0711: the database and every
+ * state file stay root's, 0600; an owner reaches its own run directory by its name), the
+ * socket's directory 0755 when we create it (an existing one is left as it is), the socket
+ * itself 0666 (server_listen): who connects is the kernel's word (SO_PEERCRED), never the
+ * client's. Returns 0, or -1 with *err. */
+static int daemon_system_dirs(struct daemon *d, const char *sock, char **err)
+{
+    char *runs = paths_join(d->home, "runs");
+    int rc = chmod(d->home, 0711) == 0 && chmod(runs, 0711) == 0 ? 0 : -1;
+    free(runs);
+    if (rc < 0) {
+        *err = xasprintf("cannot set the mode of %s: %s", d->home, strerror(errno));
+        return -1;
+    }
+    char *dir = xstrdup(sock), *slash = strrchr(dir, '/');
+    if (slash != NULL && slash != dir) {
+        *slash = '\0';
+        struct stat sb;
+        if (stat(dir, &sb) < 0 && errno == ENOENT &&
+            (paths_mkdir_p(dir) < 0 || chmod(dir, 0755) < 0)) {
+            *err = xasprintf("cannot create %s: %s", dir, strerror(errno));
+            rc = -1;
+        }
+    }
+    free(dir);
+    return rc;
 }
 
 static int daemon_machine(struct daemon *d, char **err)
@@ -224,33 +250,53 @@ int daemon_main(int argc, char **argv)
     if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY)
         d.task_nofile = (uint64_t)files.rlim_cur;
     d.home = paths_home();
-    if (config_load(&d.cfg, d.home, argc, argv, &err) < 0) {
+    if (config_load(&d.cfg, d.home, argc, argv, &err) < 0 ||
+        (d.cfg.system && geteuid() != 0 &&
+         (err = xasprintf("--system needs root (it serves every user and runs tasks as their"
+                          " owners); run it as root, or without --system for a daemon of your"
+                          " own")) != NULL)) {
         fprintf(stderr, "drover daemon: %s\n", err);
         config_ready_report(err);
         free(err);
+        config_free(&d.cfg);
         free(d.home);
         return 2;
     }
+    if (d.cfg.state_dir != NULL || d.cfg.system) {
+        free(d.home);
+        d.home = xstrdup(d.cfg.state_dir ? d.cfg.state_dir : PATHS_SYSTEM_STATE);
+    }
+    char *sock = d.cfg.socket   ? xstrdup(d.cfg.socket)
+                 : d.cfg.system ? xstrdup(PATHS_SYSTEM_SOCKET)
+                                : paths_join(d.home, "drover.sock");
     policy.aging_ms = d.cfg.aging_ms;
+    policy.fair_share = d.cfg.fair_share;
+    policy.fair_share_half_life_ms = d.cfg.fair_share_half_life_ms;
+    policy.user_limits = d.cfg.user_limits;
     d.grace_ms = d.cfg.grace_ms;
     char *runs = paths_join(d.home, "runs"), *metrics = paths_join(d.home, "metrics");
     bool made = paths_mkdir_p(d.home) == 0 && paths_mkdir_p(runs) == 0 &&
                 paths_mkdir_p(metrics) == 0;
     free(runs);
     free(metrics);
-    if (!made) {
+    if (!made)
         err = xasprintf("cannot create %s: %s", d.home, strerror(errno));
+    if (err != NULL || (d.cfg.system && daemon_system_dirs(&d, sock, &err) < 0)) {
         fprintf(stderr, "drover daemon: %s\n", err);
         config_ready_report(err);
         free(err);
+        config_free(&d.cfg);
+        free(d.home);
+        free(sock);
         return 1;
     }
-    int lock = daemon_lock(d.home);
+    int lock = daemon_lock(d.home, sock);
     if (lock < 0) {
         fprintf(stderr, "drover daemon: another daemon is running for %s\n", d.home);
         config_ready_report(NULL); /* the command that started us uses that one */
         config_free(&d.cfg);
         free(d.home);
+        free(sock);
         return 1;
     }
     /* Orphans below us (supervisors whose zygote died, tasks' stray grandchildren) are re-parented
@@ -270,16 +316,14 @@ int daemon_main(int argc, char **argv)
     daemon_events(&d);
     disk_start(&d);
     daemon_start_zygote(&d);
-    char *sock = paths_join(d.home, "drover.sock");
     int rc = daemon_restore(&d, &err) < 0 || telemetry_start(&d, &err) < 0
                  ? -1
                  : server_listen(&d, sock, &err);
-    if (rc < 0) {
-        free(sock);
+    if (rc < 0)
         goto fail;
-    }
-    fprintf(stderr, "drover daemon: serving %s (pid %d, %d GPUs from %s, %d CPUs)\n", sock,
-            (int)getpid(), d.gpus.count, d.gpus.source, d.cpus);
+    fprintf(stderr, "drover daemon: serving %s%s (pid %d, %d GPUs from %s, %d CPUs)\n", sock,
+            d.cfg.system ? " for every user" : "", (int)getpid(), d.gpus.count, d.gpus.source,
+            d.cpus);
     config_ready_report(NULL);
     daemon_kick(&d);
     event_base_dispatch(d.base);
@@ -303,6 +347,7 @@ fail:
             event_base_free(d.base);
         free(d.home);
     }
+    free(sock);
     close(lock);
     return 1;
 }

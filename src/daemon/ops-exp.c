@@ -7,8 +7,11 @@
 #include "exp/settings.h"
 #include "util/xalloc.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* What to do when the name is taken: advice that works as written. */
 #define EXP_EXISTS_ADVICE                                                                      \
@@ -21,6 +24,56 @@ static const char *ops_exp_str(json_t *req, const char *key)
     return json_string_value(json_object_get(req, key));
 }
 
+/* An experiment's full name (malloc'd; NULL when req has none). Names are unique per owner: the
+ * experiments of the daemon's own user (every one, in per-user mode) keep the template's name;
+ * another user's are "USER/NAME". A name given with a '/' is taken as it is (alice may show
+ * bob/sweep1); one without is the asker's own. */
+static char *ops_exp_name(struct conn *c, json_t *req)
+{
+    const char *name = ops_exp_str(req, "name");
+    const struct peer *who = conn_peer(c);
+    if (name == NULL)
+        return NULL;
+    if (strchr(name, '/') != NULL || who->uid == getuid())
+        return xstrdup(name);
+    return xasprintf("%s/%s", who->name, name);
+}
+
+/* The template's name of a full name: what --set metadata.name= takes. */
+static const char *exp_base_name(const char *name)
+{
+    const char *slash = strrchr(name, '/');
+    return slash ? slash + 1 : name;
+}
+
+/* The owner's directory under archive/ (experiments named USER/NAME are archived in
+ * archive/USER/NAME: exp-validate.c makes the last level). Best effort: a failure shows when
+ * the archive is written. */
+static void ops_exp_archive_dir(struct daemon *d, const char *name)
+{
+    const char *slash = strchr(name, '/');
+    if (slash == NULL)
+        return;
+    char *root = xasprintf("%s/archive", d->home);
+    char *dir = xasprintf("%s/%.*s", root, (int)(slash - name), name);
+    if (mkdir(root, 0700) == 0 || errno == EEXIST)
+        (void)mkdir(dir, 0700);
+    free(root);
+    free(dir);
+}
+
+/* Whether the peer of c may stop or resume experiment name (owner or admin). */
+static bool ops_exp_may(struct daemon *d, struct conn *c, const char *name, json_t **reply)
+{
+    uid_t uid = getuid();
+    char *user = NULL, *what = xasprintf("experiment %s", name);
+    store_exp_owner(d->store, name, &uid, &user);
+    bool ok = ops_may(d, c, user ? uid : getuid(), user ? user : store_own_user(), what, reply);
+    free(user);
+    free(what);
+    return ok;
+}
+
 /* The dry run: every check a real run makes of each task against this machine (the same
  * daemon_request_decode as submit), nothing stored. Problems are listed, not refused: the client shows them
  * all at once. */
@@ -30,7 +83,8 @@ static json_t *exp_dry_run(struct daemon *d, const char *name, json_t *tasks, js
     json_t *problems = json_array(), *task;
     size_t i, more = 0;
     if (store_exp_exists(d->store, name))
-        json_array_append_new(problems, json_sprintf(EXP_EXISTS_ADVICE, name, name));
+        json_array_append_new(problems,
+                              json_sprintf(EXP_EXISTS_ADVICE, name, exp_base_name(name)));
     json_array_foreach(tasks, i, task) {
         struct task_record rec;
         json_t *err = daemon_request_decode(d, task, env, workdir, EXP_DEFAULT_TRIAL_RETRIES,
@@ -52,9 +106,18 @@ static json_t *exp_dry_run(struct daemon *d, const char *name, json_t *tasks, js
                      (json_int_t)json_array_size(tasks), "problems", problems);
 }
 
+static int exp_run_audit(struct daemon *d, struct conn *c, const char *name)
+{
+    char *target = xasprintf("experiment %s", name);
+    int rc = ops_audit(d, c, "exp_run", target, NULL);
+    free(target);
+    return rc;
+}
+
 json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
 {
-    const char *name = ops_exp_str(req, "name"), *kind = ops_exp_str(req, "kind");
+    char *full = ops_exp_name(c, req);
+    const char *name = full, *kind = ops_exp_str(req, "kind");
     const char *workdir = ops_exp_str(req, "workdir");
     json_t *spec = json_object_get(req, "spec"), *tasks = json_object_get(req, "tasks");
     json_t *env = json_object_get(req, "env"), *dry = json_object_get(req, "dry_run");
@@ -66,8 +129,15 @@ json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
     if (exp_request_check(req, &graph, &why) < 0) {
         reply = reply_error(2, "%s", why);
         free(why);
+        free(full);
         return reply;
     }
+    json_t *task;
+    size_t i;
+    json_array_foreach(tasks, i, task) /* as for submit: raising a priority is for admins */
+        if (json_integer_value(json_object_get(task, "priority")) > 0 &&
+            !ops_admin_only(d, c, "a priority above 0", &reply))
+            goto out;
     if (ops_get_int(req, "parallel", 0, 1000000, 0, &parallel, &reply) < 0 ||
         ops_get_int(req, "space", 0, INT64_MAX, 0, &space, &reply) < 0 ||
         ops_get_int(req, "seed", 0, UINT32_MAX, 0, &seed, &reply) < 0)
@@ -81,7 +151,7 @@ json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
         goto out;
     }
     if (store_exp_exists(d->store, name)) {
-        reply = reply_error(2, EXP_EXISTS_ADVICE, name, name);
+        reply = reply_error(2, EXP_EXISTS_ADVICE, name, exp_base_name(name));
         goto out;
     }
     struct exp_facts facts = {.name = name};
@@ -92,8 +162,11 @@ json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
     int64_t *ids = NULL;
     int rc = EXP_INSERT_STORE;
     store_begin(d->store);
+    const struct peer *who = conn_peer(c);
     if (store_exp_insert(d->store, name, kind, spec, exp_state_name(created.to), seed,
-                         (int64_t)n, space, daemon_now()) < 0)
+                         (int64_t)n, space, daemon_now()) < 0 ||
+        store_exp_set_owner(d->store, name, who->uid, who->name) < 0 ||
+        exp_run_audit(d, c, name) < 0)
         why = xasprintf("cannot store the experiment: %s", store_error(d->store));
     else
         rc = exp_insert(d, name, kind, tasks, env, workdir, parallel, &graph, &ids, &why);
@@ -115,9 +188,11 @@ json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
     for (size_t i = 0; i < n; i++)
         json_array_append_new(list, json_integer(ids[i]));
     free(ids);
+    ops_exp_archive_dir(d, name);
     reply = json_pack("{s:b,s:s,s:o}", "ok", 1, "name", name, "ids", list);
 out:
     exp_graph_free(&graph);
+    free(full);
     return reply;
 }
 
@@ -128,19 +203,29 @@ json_t *op_exp_ls(struct daemon *d, struct conn *c, json_t *req)
 
 json_t *op_exp_show(struct daemon *d, struct conn *c, json_t *req)
 {
-    const char *name = ops_exp_str(req, "name");
-    if (name == NULL)
+    char *full = ops_exp_name(c, req);
+    if (full == NULL)
         return reply_error(2, "exp_show needs a name");
+    /* "sweep1" of a user is USER/sweep1, or else the daemon's own user's sweep1. */
+    if (!store_exp_exists(d->store, full) && strchr(ops_exp_str(req, "name"), '/') == NULL) {
+        free(full);
+        full = xstrdup(ops_exp_str(req, "name"));
+    }
+    const char *name = full;
     struct exp_live *live = exp_live_get(d, name);
     json_t *e = live ? store_exp_get(d->store, name) : NULL;
-    if (e == NULL)
-        return reply_error(2, "no experiment %s", name);
+    if (e == NULL) {
+        json_t *err = reply_error(2, "no experiment %s", name);
+        free(full);
+        return err;
+    }
     const struct exp_settings *s = &live->settings;
     json_object_set_new(e, "metric", s->board_metric ? json_string(s->board_metric) : json_null());
     json_object_set_new(e, "mode", json_string(s->board_maximize ? "max" : "min"));
     json_object_set_new(e, "trials", store_exp_trials(d->store, name, s->board_metric,
                                                       s->board_maximize, daemon_now()));
     json_object_set_new(e, "ok", json_true());
+    free(full);
     return e;
 }
 
@@ -168,15 +253,17 @@ static long long exp_control_count(struct daemon *d, const char *name, enum exp_
     return count;
 }
 
-static json_t *exp_control(struct daemon *d, json_t *req, enum exp_event ev)
+static json_t *exp_control(struct daemon *d, struct conn *c, const char *name,
+                           enum exp_event ev)
 {
-    const char *name = ops_exp_str(req, "name");
-    if (name == NULL)
-        return reply_error(2, "needs an experiment name");
     struct exp_live *e = exp_live_get(d, name);
-    json_t *row = e ? store_exp_get(d->store, name) : NULL;
+    json_t *row = e ? store_exp_get(d->store, name) : NULL, *err;
     if (row == NULL)
         return reply_error(2, "no experiment %s", name);
+    if (!ops_exp_may(d, c, name, &err)) {
+        json_decref(row);
+        return err;
+    }
     int parsed = exp_state_parse(json_string_value(json_object_get(row, "state")));
     json_decref(row);
     if (parsed < 0)
@@ -193,7 +280,10 @@ static json_t *exp_control(struct daemon *d, json_t *req, enum exp_event ev)
     char *refusal = NULL;
     size_t before = d->acts.n;
     store_begin(d->store);
-    if (exp_event(d, e, &state, ev, NULL, &refusal) < 0) {
+    char *target = xasprintf("experiment %s", name);
+    int audited = ops_audit(d, c, ev == EXP_EV_STOP ? "exp_stop" : "exp_resume", target, NULL);
+    free(target);
+    if (audited < 0 || exp_event(d, e, &state, ev, NULL, &refusal) < 0) {
         json_t *reply = reply_error(1, "cannot record it: %s", store_error(d->store));
         store_rollback(d->store);
         if (d->acts.n != before) { /* core holds what the store lost: recover from the store */
@@ -218,12 +308,28 @@ static json_t *exp_control(struct daemon *d, json_t *req, enum exp_event ev)
                      exp_state_name(state));
 }
 
+/* stop and resume: the asker's own experiment of that name, else the daemon's user's. */
+static json_t *exp_control_named(struct daemon *d, struct conn *c, json_t *req,
+                                 enum exp_event ev)
+{
+    char *full = ops_exp_name(c, req);
+    if (full == NULL)
+        return reply_error(2, "needs an experiment name");
+    if (!store_exp_exists(d->store, full) && strchr(ops_exp_str(req, "name"), '/') == NULL) {
+        free(full);
+        full = xstrdup(ops_exp_str(req, "name"));
+    }
+    json_t *reply = exp_control(d, c, full, ev);
+    free(full);
+    return reply;
+}
+
 json_t *op_exp_stop(struct daemon *d, struct conn *c, json_t *req)
 {
-    return exp_control(d, req, EXP_EV_STOP);
+    return exp_control_named(d, c, req, EXP_EV_STOP);
 }
 
 json_t *op_exp_resume(struct daemon *d, struct conn *c, json_t *req)
 {
-    return exp_control(d, req, EXP_EV_RESUME);
+    return exp_control_named(d, c, req, EXP_EV_RESUME);
 }

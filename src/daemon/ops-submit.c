@@ -1,5 +1,6 @@
 /* submit, retry and gpus: the operations that build tasks or read the machine. */
 #include "daemon/ops.h"
+#include "daemon/owner.h"
 #include "daemon/request.h"
 #include "util/parse.h"
 #include "util/request.h"
@@ -81,6 +82,17 @@ static int submit_store(struct daemon *d, struct submit *s, size_t count, int64_
     return 0;
 }
 
+static int submit_audit(struct daemon *d, struct conn *c, int64_t first, size_t count)
+{
+    char target[64];
+    if (count == 1)
+        snprintf(target, sizeof target, "task %lld", (long long)first);
+    else
+        snprintf(target, sizeof target, "tasks %lld-%lld", (long long)first,
+                 (long long)first + (long long)count - 1);
+    return ops_audit(d, c, "submit", target, NULL);
+}
+
 json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
 {
     struct submit s;
@@ -97,9 +109,18 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
     const struct peer *who = conn_peer(c);
     s.rec.uid = who->uid; /* the owner is who the kernel says connected, nothing the client sent */
     s.rec.user = who->name;
+    int enter = s.rec.workdir ? daemon_owner_can_enter(who->name, who->uid, who->gid,
+                                                       s.rec.workdir, &why) : 1;
+    if (enter != 1) { /* the task would run as its owner, in its owner's working directory */
+        reply = reply_error(enter == 0 ? 2 : 1, "%s", why);
+        free(why);
+        goto out;
+    }
+    if (s.rec.spec.priority > 0 && !ops_admin_only(d, c, "a priority above 0", &reply))
+        goto out; /* in system mode users may lower their own priority, not raise it */
     submit_array(req, &s);
     size_t count = s.array ? json_array_size(s.array) : 1;
-    int64_t first = s.rec.key ? store_find_key(d->store, s.rec.key) : 0;
+    int64_t first = s.rec.key ? store_find_key(d->store, s.rec.key, who->uid) : 0;
     if (first > 0) {
         reply = submit_ids_reply(d, first, count, true);
         goto out;
@@ -108,11 +129,20 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
         goto out;
     if ((reply = disk_refusal(d)) != NULL) /* a full disk: nothing is stored (daemon/disk.c) */
         goto out;
+    /* Fair share and the user's limits (core/users.c): the owner's limits as the settings
+     * have them now, and its queued limit checked before anything is stored. */
+    s.rec.spec.user = (uint32_t)who->uid;
+    daemon_request_user_limits(d, who->uid);
+    char limit[CORE_WHY_MAX];
+    if (core_check_submit(d->core, s.rec.spec.user, count, limit, sizeof limit) < 0) {
+        reply = reply_error(1, "%s", limit);
+        goto out;
+    }
     s.rec.spec.submit_time = daemon_now();
     /* One transaction: the tasks, their first states and whatever starts at once. The reply
      * comes only after the commit. */
     store_begin(d->store);
-    if (submit_store(d, &s, count, &first) < 0) {
+    if (submit_store(d, &s, count, &first) < 0 || submit_audit(d, c, first, count) < 0) {
         s.reply_err = reply_error(1, "cannot store the task: %s", store_error(d->store));
         store_rollback(d->store);
         goto out;
@@ -172,8 +202,8 @@ json_t *op_retry(struct daemon *d, struct conn *c, json_t *req)
     if (ops_get_int(req, "id", 1, INT64_MAX, 0, &id, &err) < 0)
         return err;
     int state = ops_task_state(d, id);
-    if (state < 0)
-        return reply_error(2, "no task %lld", id);
+    if (!ops_may_task(d, c, id, &err))
+        return err;
     if (core_task_state(d->core, id) >= 0)
         return reply_error(1, "task %lld has not ended (%s): nothing to retry", id,
                            task_state_name(state));
@@ -200,6 +230,14 @@ json_t *op_retry(struct daemon *d, struct conn *c, json_t *req)
         free(more);
     }
     free(queue);
+    char target[48], detail[48];
+    snprintf(target, sizeof target, "task %lld", id);
+    snprintf(detail, sizeof detail, "%zu tasks revived", revived);
+    if (ops_audit(d, c, "retry", target, detail) < 0) {
+        store_rollback(d->store);
+        d->store_lost = d->stopping = true; /* core holds the revived tasks: recover */
+        return reply_error(1, "cannot retry task %lld: %s", id, store_error(d->store));
+    }
     if (store_commit(d->store) < 0 || daemon_apply(d) < 0)
         return reply_error(1, "the daemon could not commit the retry");
     daemon_kick(d);

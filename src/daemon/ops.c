@@ -5,6 +5,7 @@
 #include "util/proto.h"
 #include "util/xalloc.h"
 
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,94 @@ static json_t *op_ping(struct daemon *d, struct conn *c, json_t *req)
                      d->gpus.count, "home", d->home, "draining", core_draining(d->core));
 }
 
+/* ---- who may do what --------------------------------------------------------------------- */
+
+/* The owner of a task: its recorded uid and name, or the daemon's own user when none is
+ * recorded. Returns -1 if there is no such task. */
+static int ops_task_owner(struct daemon *d, int64_t id, uid_t *uid, char *name, size_t len)
+{
+    json_t *info = store_task_exec_info(d->store, id);
+    if (info == NULL)
+        return -1;
+    json_t *u = json_object_get(info, "uid");
+    *uid = u ? (uid_t)json_integer_value(u) : getuid();
+    snprintf(name, len, "%s", u ? json_string_value(json_object_get(info, "user"))
+                                : store_own_user());
+    json_decref(info);
+    return 0;
+}
+
+bool ops_may(struct daemon *d, struct conn *c, uid_t owner, const char *owner_name,
+             const char *what, json_t **reply)
+{
+    const struct peer *who = conn_peer(c);
+    if (who->admin || who->uid == owner)
+        return true;
+    *reply = reply_error(OPS_NOT_PERMITTED, "not permitted: %s belongs to %s", what, owner_name);
+    return false;
+}
+
+bool ops_may_task(struct daemon *d, struct conn *c, int64_t id, json_t **reply)
+{
+    uid_t uid;
+    char name[64], what[48];
+    if (ops_task_owner(d, id, &uid, name, sizeof name) < 0) {
+        *reply = reply_error(2, "no task %lld", (long long)id);
+        return false;
+    }
+    snprintf(what, sizeof what, "task %lld", (long long)id);
+    return ops_may(d, c, uid, name, what, reply);
+}
+
+bool ops_admin_only(struct daemon *d, struct conn *c, const char *what, json_t **reply)
+{
+    if (!d->cfg.system || conn_peer(c)->admin)
+        return true;
+    *reply = reply_error(OPS_NOT_PERMITTED, "not permitted: %s is for admins (root and the"
+                         " members of the admins group)", what);
+    return false;
+}
+
+int ops_audit(struct daemon *d, struct conn *c, const char *op, const char *target,
+              const char *detail)
+{
+    const struct peer *who = conn_peer(c);
+    return store_audit(d->store, daemon_now(), who->uid, who->name, op, target, detail);
+}
+
+/* Reads the owner filter of ls: "mine" (the peer, as the kernel named it) or "user" (a name,
+ * or a uid in decimal). */
+static int ops_owner_filter(struct conn *c, json_t *req, struct store_list_filter *f,
+                            json_t **err)
+{
+    json_t *user = json_object_get(req, "user");
+    bool mine;
+    if (ops_get_bool(req, "mine", false, &mine, err) < 0)
+        return -1;
+    if (user && !json_is_null(user) && !json_is_string(user)) {
+        *err = reply_error(2, "'user' must be a user name");
+        return -1;
+    }
+    if (mine) {
+        f->by_owner = true;
+        f->uid = conn_peer(c)->uid;
+    } else if (json_is_string(user)) {
+        const char *name = json_string_value(user);
+        struct passwd *pw = getpwnam(name);
+        char *end;
+        unsigned long n = strtoul(name, &end, 10);
+        f->user = name;
+        if (pw != NULL) {
+            f->by_owner = true;
+            f->uid = pw->pw_uid;
+        } else if (*name != '\0' && *end == '\0') {
+            f->by_owner = true;
+            f->uid = (uid_t)n;
+        }
+    }
+    return 0;
+}
+
 static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
 {
     json_t *state = json_object_get(req, "state");
@@ -96,38 +185,51 @@ static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
                               " retrying, succeeded, failed, timed_out, cancelled,"
                               " upstream_failed)",
                            json_is_string(state) ? json_string_value(state) : "?");
-    const char *filter = state ? json_string_value(state) : NULL;
-    bool all, brief;
+    struct store_list_filter f = {.state = state ? json_string_value(state) : NULL};
+    bool brief;
     json_t *err;
-    if (ops_get_bool(req, "all", false, &all, &err) < 0 ||
-        ops_get_bool(req, "brief", false, &brief, &err) < 0)
+    if (ops_get_bool(req, "all", false, &f.all, &err) < 0 ||
+        ops_get_bool(req, "brief", false, &brief, &err) < 0 ||
+        ops_owner_filter(c, req, &f, &err) < 0)
         return err;
     if (brief) { /* {"columns": [...], "tasks": [[...], ...]} */
-        json_t *reply = store_list_brief(d->store, filter, all, daemon_now());
+        json_t *reply = store_list_brief(d->store, &f, daemon_now());
         json_object_set_new(reply, "ok", json_true());
         return reply;
     }
-    return json_pack("{s:b,s:o}", "ok", 1, "tasks",
-                     store_list_json(d->store, filter, all, daemon_now()));
+    return json_pack("{s:b,s:o}", "ok", 1, "tasks", store_list_json(d->store, &f, daemon_now()));
 }
 
 static json_t *op_show(struct daemon *d, struct conn *c, json_t *req)
 {
     long long id;
     json_t *err;
-    if (ops_get_int(req, "id", 1, INT64_MAX, 0, &id, &err) < 0)
+    bool logs;
+    if (ops_get_int(req, "id", 1, INT64_MAX, 0, &id, &err) < 0 ||
+        ops_get_bool(req, "logs", false, &logs, &err) < 0)
+        return err;
+    /* Anyone may show any task; `drover logs` asks for it to read the output, which only its
+     * owner and admins may (the run directory's mode is what keeps the content: this refusal
+     * is the one clear line and exit 4 in front of it). */
+    if (logs && !ops_may_task(d, c, id, &err))
         return err;
     json_t *task = store_task_json(d->store, id);
     if (task == NULL)
         return reply_error(2, "no task %lld", id);
+    /* Why a queued task waits, when its owner's limit is the reason (core/users.c). */
+    char why[CORE_WHY_MAX];
+    if (core_task_why(d->core, id, why, sizeof why) == 0)
+        json_object_set_new(task, "reason", json_string(why));
     return json_pack("{s:b,s:o}", "ok", 1, "task", task);
 }
 
 typedef int (*core_user_fn)(struct core *, int64_t, core_time, struct core_actions *,
                             const char **);
 
-/* cancel, hold and release: all ids must exist; each is applied in turn. */
-static json_t *op_each(struct daemon *d, json_t *req, core_user_fn fn, const char *verb)
+/* cancel, hold and release: all ids must exist and be the peer's (or the peer an admin);
+ * each is applied in turn, and audited in the transaction of its change. */
+static json_t *op_each(struct daemon *d, struct conn *c, json_t *req, core_user_fn fn,
+                       const char *verb)
 {
     int64_t *ids;
     size_t n;
@@ -139,13 +241,14 @@ static json_t *op_each(struct daemon *d, json_t *req, core_user_fn fn, const cha
         return reply_error(2, "no task ids given");
     }
     for (size_t i = 0; i < n; i++) {
-        if (ops_task_state(d, ids[i]) < 0) {
-            err = reply_error(2, "no task %lld", (long long)ids[i]);
+        if (!ops_may_task(d, c, ids[i], &err)) {
             free(ids);
             return err;
         }
     }
     json_t *failures = json_array();
+    bool lost = false;
+    store_begin(d->store);
     for (size_t i = 0; i < n; i++) {
         const char *why = NULL;
         int state = core_task_state(d->core, ids[i]);
@@ -158,11 +261,26 @@ static json_t *op_each(struct daemon *d, json_t *req, core_user_fn fn, const cha
         } else if (fn(d->core, ids[i], daemon_now(), &d->acts, &why) < 0) {
             json_array_append_new(failures, json_sprintf("cannot %s task %lld: %s", verb,
                                                          (long long)ids[i], why));
+        } else if (!lost) {
+            char target[48];
+            snprintf(target, sizeof target, "task %lld", (long long)ids[i]);
+            lost = ops_audit(d, c, verb, target, NULL) < 0;
         }
     }
     free(ids);
-    if (daemon_apply(d) < 0)
-        return reply_error(1, "the daemon could not commit the change");
+    /* The audit records and the changes are one transaction (daemon_apply_txn): a failure
+     * loses both while core holds the changes, so the daemon stops and recovers from the store,
+     * as after a submission that could not be committed. */
+    if (lost) {
+        store_rollback(d->store);
+        d->store_lost = true;
+    }
+    if (lost || daemon_apply_txn(d) < 0) {
+        d->stopping = true;
+        json_decref(failures);
+        return reply_error(1, "the daemon could not commit the change: %s (it restarts from its"
+                              " store)", store_error(d->store));
+    }
     daemon_kick(d);
     if (json_array_size(failures) > 0) {
         char *msg = xstrdup(json_string_value(json_array_get(failures, 0)));
@@ -177,17 +295,17 @@ static json_t *op_each(struct daemon *d, json_t *req, core_user_fn fn, const cha
 
 static json_t *op_cancel(struct daemon *d, struct conn *c, json_t *req)
 {
-    return op_each(d, req, core_cancel, "cancel");
+    return op_each(d, c, req, core_cancel, "cancel");
 }
 
 static json_t *op_hold(struct daemon *d, struct conn *c, json_t *req)
 {
-    return op_each(d, req, core_hold, "hold");
+    return op_each(d, c, req, core_hold, "hold");
 }
 
 static json_t *op_release(struct daemon *d, struct conn *c, json_t *req)
 {
-    return op_each(d, req, core_release, "release");
+    return op_each(d, c, req, core_release, "release");
 }
 
 static json_t *op_drain(struct daemon *d, struct conn *c, json_t *req)
@@ -196,8 +314,15 @@ static json_t *op_drain(struct daemon *d, struct conn *c, json_t *req)
     json_t *err;
     if (ops_get_bool(req, "on", true, &on, &err) < 0)
         return err;
-    if (store_set_setting(d->store, "draining", on ? "1" : "0") < 0)
+    if (!ops_admin_only(d, c, on ? "drain" : "undrain", &err))
+        return err;
+    store_begin(d->store);
+    if (store_set_setting(d->store, "draining", on ? "1" : "0") < 0 ||
+        ops_audit(d, c, on ? "drain" : "undrain", NULL, NULL) < 0 ||
+        store_commit(d->store) < 0) {
+        store_rollback(d->store);
         return reply_error(1, "cannot record the drain: %s", store_error(d->store));
+    }
     core_set_drain(d->core, on);
     if (!on) {
         telemetry_undrain(d); /* GPUs taken out of service after a fault come back too */
@@ -208,6 +333,12 @@ static json_t *op_drain(struct daemon *d, struct conn *c, json_t *req)
 
 static json_t *op_shutdown(struct daemon *d, struct conn *c, json_t *req)
 {
+    json_t *err;
+    if (!ops_admin_only(d, c, "shutdown", &err))
+        return err;
+    store_begin(d->store);
+    if (ops_audit(d, c, "shutdown", NULL, NULL) < 0 || store_commit(d->store) < 0)
+        store_rollback(d->store); /* the shutdown goes on; its record is lost */
     d->stopping = true;
     return reply_ok();
 }
@@ -300,6 +431,8 @@ void ops_drop_conn(struct daemon *d, struct conn *c)
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
+json_t *op_whoami(struct daemon *d, struct conn *c, json_t *req); /* daemon/server.c */
+
 /* new_work: an op that stores new work (attempts, an experiment). While the disk is full these
  * are refused before anything changes (daemon/disk.c); reading, cancelling and holding stay
  * possible. submit refuses by itself, after its checks and after answering a repeated --key. */
@@ -317,6 +450,8 @@ static const struct op_entry {
     {"exp_run", op_exp_run, true},    {"exp_ls", op_exp_ls, false},
     {"exp_show", op_exp_show, false}, {"exp_stop", op_exp_stop, false},
     {"exp_resume", op_exp_resume, true},
+    {"whoami", op_whoami, false},
+    {"audit", op_audit, false},       {"users", op_users, false},
 };
 
 json_t *ops_dispatch(struct daemon *d, struct conn *c, json_t *req)

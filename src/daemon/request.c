@@ -5,6 +5,7 @@
 #include "util/request.h"
 #include "util/xalloc.h"
 
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +169,31 @@ uint64_t daemon_request_restored_types(const struct daemon *d, int64_t id, const
     fprintf(stderr, "drover daemon: task %lld asks for gpu_type '%s', which no GPU here matches"
                     " now; it waits until one does\n", (long long)id, pattern);
     return 1ULL << (CORE_MAX_GPU_TYPES - 1); /* a type no GPU of this machine has */
+}
+
+void daemon_request_user_limits(struct daemon *d, uid_t uid)
+{
+    struct passwd pw, *found = NULL;
+    char buf[4096];
+    bool known = getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != NULL;
+    struct core_limits limits = config_user_limits(&d->cfg, known ? pw.pw_name : NULL,
+                                                   known ? pw.pw_gid : 0);
+    core_set_user_limits(d->core, (uint32_t)uid, &limits);
+}
+
+static void request_usage(void *arg, uint32_t uid, double gpu_seconds, core_time end)
+{
+    core_add_usage(arg, uid, gpu_seconds, end);
+}
+
+void daemon_request_restore_usage(struct daemon *d)
+{
+    int64_t half = d->cfg.fair_share_half_life_ms;
+    /* After eight half-lives what is left is under 0.4 %: older attempts are not read. */
+    core_time since = half > 0 && half < INT64_MAX / 16 ? daemon_now() - 8 * half : 0;
+    if (store_each_usage(d->store, since, request_usage, d->core) < 0)
+        fprintf(stderr, "drover daemon: cannot read past GPU usage: %s (fair share starts from"
+                        " nothing)\n", store_error(d->store));
 }
 
 void daemon_request_release(struct task_record *rec)

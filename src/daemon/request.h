@@ -30,6 +30,13 @@ json_t *daemon_request_decode(struct daemon *d, json_t *task, json_t *base_env,
  * between daemons. A pattern nothing matches any more gives a mask no GPU here has (the task
  * waits, and the log says why) rather than 0, which would mean any GPU. */
 uint64_t daemon_request_restored_types(const struct daemon *d, int64_t id, const char *pattern);
+/* Gives core uid's limits (the user-gpus, user-running and user-queued settings with the
+ * user's and its groups' overrides, daemon/config.h), looked up from the user database now:
+ * before a submission of uid, and for each owner of a restored task. */
+void daemon_request_user_limits(struct daemon *d, uid_t uid);
+/* Gives core what users used in the last few half-lives, from the store's attempts, so fair
+ * share survives a restart. */
+void daemon_request_restore_usage(struct daemon *d);
 /* Frees what daemon_request_decode() allocated in rec (its env and profile). */
 void daemon_request_release(struct task_record *rec);
 

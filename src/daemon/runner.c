@@ -1,5 +1,6 @@
 /* Carrying out core's decisions: commit, then spawn or signal; and feeding attempt ends back. */
 #include "daemon/daemon.h"
+#include "daemon/owner.h"
 #include "exec/exec.h"
 #include "util/paths.h"
 #include "util/parse.h"
@@ -275,6 +276,10 @@ static void spawn_attempt(struct daemon *d, const struct core_action *a, core_ti
         argv[i] = xstrdup(json_string_value(json_array_get(cmd, i)));
     char **env = spawn_env(d, json_object_get(info, "env"), a,
                            json_integer_value(json_object_get(info, "array_index")), ckpt);
+    /* A task of another user's runs as that user (exec/identity.c); the daemon's own tasks (all
+     * of a per-user daemon's) as today. */
+    json_t *uid = json_object_get(info, "uid");
+    bool owned = json_is_integer(uid) && (uid_t)json_integer_value(uid) != geteuid();
     struct exec_spec spec = {
         .task_id = a->task,
         .attempt = a->attempt,
@@ -287,13 +292,18 @@ static void spawn_attempt(struct daemon *d, const struct core_action *a, core_ti
         .set_umask = true,
         .task_umask = d->task_umask,
         .task_nofile = d->task_nofile,
+        .as_owner = owned,
+        .owner_uid = owned ? (uid_t)json_integer_value(uid) : 0,
+        .owner = json_string_value(json_object_get(info, "user")),
     };
     pid_t pid;
     int error = 0;
     if (disk_is_full(d)) { /* decided before the disk filled, or across a user's undrain */
         err = xasprintf("disk full under %s", d->home);
         error = ENOSPC;
-    } else if (paths_mkdir_p(ckpt) < 0) {
+    } else if (owned && daemon_owner_prepare(d->home, a->task, spec.owner_uid, &err) < 0) {
+        error = errno;
+    } else if (!owned && paths_mkdir_p(ckpt) < 0) {
         error = errno;
         err = xasprintf("cannot create %s: %s", ckpt, strerror(error));
     }

@@ -25,6 +25,7 @@
 #include "util/xalloc.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <pwd.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -315,19 +316,57 @@ static void server_refuse(void *owner, int fd, const char *why)
     free(frame);
 }
 
-/* The peer of a connection from its credentials: its name from the user database. */
-static void server_peer(struct peer *p, const struct ucred *cred)
+/* Whether uid (login name, primary group gid) belongs to the group named admins: its primary
+ * group or a supplementary one, from the group database (getgrouplist), never from the client. */
+static bool server_in_group(const char *name, gid_t gid, const char *admins)
+{
+    struct group gr, *found = NULL;
+    char buf[16384];
+    if (admins == NULL || getgrnam_r(admins, &gr, buf, sizeof buf, &found) != 0 || found == NULL)
+        return false;
+    gid_t want = gr.gr_gid, small[64], *groups = small;
+    int n = 64;
+    bool member = false;
+    if (getgrouplist(name, gid, groups, &n) < 0) {
+        groups = xcalloc((size_t)n, sizeof *groups);
+        if (getgrouplist(name, gid, groups, &n) < 0)
+            n = 0;
+    }
+    for (int i = 0; i < n && !member; i++)
+        member = groups[i] == want;
+    if (groups != small)
+        free(groups);
+    return member;
+}
+
+/* The peer of a connection from its credentials: its name from the user database; admin: root,
+ * the daemon's own user in per-user mode, a member of the admins group in system mode. */
+static void server_peer(const struct daemon *d, struct peer *p, const struct ucred *cred)
 {
     struct passwd pw, *found = NULL;
     char buf[4096];
     p->uid = cred->uid;
     p->gid = cred->gid;
-    if (getpwuid_r(cred->uid, &pw, buf, sizeof buf, &found) == 0 && found != NULL &&
-        strlen(pw.pw_name) < sizeof p->name)
+    bool known = getpwuid_r(cred->uid, &pw, buf, sizeof buf, &found) == 0 && found != NULL;
+    if (known && strlen(pw.pw_name) < sizeof p->name)
         snprintf(p->name, sizeof p->name, "%s", pw.pw_name);
     else
         snprintf(p->name, sizeof p->name, "%u", (unsigned)cred->uid);
-    p->admin = cred->uid == 0 || cred->uid == getuid();
+    if (d->cfg.system)
+        p->admin = cred->uid == 0 ||
+                   (known && server_in_group(pw.pw_name, pw.pw_gid, d->cfg.admins));
+    else
+        p->admin = cred->uid == 0 || cred->uid == getuid();
+}
+
+/* whoami: how the daemon sees the caller (the kernel's word), and whether it is the system
+ * daemon. */
+json_t *op_whoami(struct daemon *d, struct conn *c, json_t *req)
+{
+    const struct peer *p = conn_peer(c);
+    return json_pack("{s:b,s:s,s:I,s:I,s:b,s:b}", "ok", 1, "user", p->name, "uid",
+                     (json_int_t)p->uid, "gid", (json_int_t)p->gid, "admin", p->admin, "system",
+                     d->cfg.system);
 }
 
 const struct peer *conn_peer(const struct conn *c)
@@ -341,8 +380,10 @@ static void server_on_accept(void *owner, int fd)
     struct daemon *d = s->d;
     struct ucred cred;
     socklen_t clen = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 || cred.uid != getuid()) {
-        close(fd); /* only the daemon's own user may talk to it */
+    /* A per-user daemon talks to its own user only; the system daemon to every local user. */
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
+        (!d->cfg.system && cred.uid != getuid())) {
+        close(fd);
         listen_closed(d);
         return;
     }
@@ -363,7 +404,7 @@ static void server_on_accept(void *owner, int fd)
     struct conn *c = xcalloc(1, sizeof *c);
     c->s = s;
     c->d = d;
-    server_peer(&c->peer, &cred);
+    server_peer(d, &c->peer, &cred);
     c->uid_at = at;
     c->older = s->newest;
     *(s->newest ? &s->newest->newer : &s->oldest) = c;
@@ -423,7 +464,14 @@ int server_listen(struct daemon *d, const char *path, char **err)
     }
     strcpy(sun.sun_path, path);
     server_raise_nofile();
-    unlink(path); /* we hold the state directory's lock: any socket there is stale */
+    /* We hold the state directory's lock: a socket there is stale. Anything else at that path
+     * (a --socket mistyped onto a file) is not ours to remove. */
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && !S_ISSOCK(sb.st_mode)) {
+        *err = xasprintf("cannot listen on %s: something other than a socket is there", path);
+        return -1;
+    }
+    unlink(path);
     struct server *s = xcalloc(1, sizeof *s);
     s->d = d;
     mode_t old = umask(0177);
@@ -434,7 +482,9 @@ int server_listen(struct daemon *d, const char *path, char **err)
         free(s);
         return -1;
     }
-    chmod(path, 0600);
+    /* The system daemon's socket is every local user's door (identity: SO_PEERCRED); a per-user
+     * daemon's is its owner's alone. */
+    chmod(path, d->cfg.system ? 0666 : 0600);
     d->server = s;
     return 0;
 }

@@ -33,6 +33,25 @@ pid_t exec_zygote_fork(const struct exec_spec *spec, int dir_fd, int lock_fd, in
 /* The text of a status file: one JSON object and a newline. The caller frees it. */
 char *exec_status_encode(const struct exec_status *status);
 
+/* identity.c: whom the task runs as. */
+struct exec_identity {
+    bool drop;      /* false: as the supervisor, nothing changes */
+    uid_t uid;
+    gid_t gid;
+    gid_t *groups;  /* supplementary groups, getgrouplist's */
+    int ngroups;
+    char **env;     /* the spec's environment with HOME, USER, LOGNAME the owner's */
+};
+/* Resolves spec's owner (passwd entry by uid, groups, environment) in the supervisor, before
+ * the task's fork. Returns 0, or -1 with the reason in err (the task must not run). */
+int exec_identity_resolve(const struct exec_spec *spec, struct exec_identity *id, char *err,
+                          size_t len);
+/* In the task child: setgroups, setgid, setuid, in that order, each checked, then verifies that
+ * the drop held (real and effective ids, setuid(0) refused). System calls only (safe after
+ * vfork). Returns 0, or an errno with *step naming what failed. */
+int exec_identity_drop(const struct exec_identity *id, const char **step);
+void exec_identity_release(struct exec_identity *id);
+
 /* The space reserved for the status at the attempt's start (status.tmp, whitespace): the record
  * is written into it at the end, so that a full disk cannot refuse it. A record is far shorter. */
 #define EXEC_STATUS_RESERVE 4096

@@ -90,6 +90,16 @@ static int exec_clear(int dir_fd)
     return 0;
 }
 
+/* A task run as its owner: its run directory stays the daemon's (the pid, lock and status files
+ * that the daemon trusts are where only it writes) but lets others through (0711), so that the
+ * owner reaches its logs, which are its own (0600) and nobody else's. */
+static int exec_open_to_owner(const struct exec_spec *spec, int dir_fd)
+{
+    if (!spec->as_owner || spec->owner_uid == geteuid())
+        return 0;
+    return fchmod(dir_fd, 0711);
+}
+
 int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err)
 {
     int dir_fd = -1, lock_fd = -1, error = 0;
@@ -106,13 +116,14 @@ int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err)
     if (!fresh && errno == ENOENT)
         fresh = paths_mkdir_p(spec->run_dir) == 0; /* its parents were missing too */
     if ((!fresh && errno != EEXIST) ||
-        (dir_fd = open(spec->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+        (dir_fd = open(spec->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) == -1 ||
+        exec_open_to_owner(spec, dir_fd) == -1) {
         error = errno;
         *err = xasprintf("%s: %s", spec->run_dir, strerror(error));
         goto out;
     }
     /* Taken before the fork, the lock is held from the instant the supervisor exists. */
-    lock_fd = openat(dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    lock_fd = openat(dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
     if (lock_fd == -1 || flock(lock_fd, LOCK_EX | LOCK_NB) == -1) {
         error = errno;
         if (lock_fd != -1 && error == EWOULDBLOCK)

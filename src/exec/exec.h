@@ -37,6 +37,11 @@ struct exec_spec {
     mode_t task_umask;
     uint64_t task_nofile;     /* the task's soft RLIMIT_NOFILE (the daemon raises its own to
                                * serve many clients; tasks get the user's); 0 = the supervisor's */
+    bool as_owner;            /* run the task as owner_uid (exec/identity.c): its groups, HOME,
+                               * USER, LOGNAME; the logs become its, the run directory 0711.
+                               * Nothing changes when owner_uid is the supervisor's own uid */
+    uid_t owner_uid;
+    const char *owner;        /* the owner's name, for messages; may be NULL */
 };
 
 /* Starts the supervisor. On success returns 0 and its pid (a child of the caller, to reap with

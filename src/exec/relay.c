@@ -66,7 +66,8 @@ int relay_open(struct relay *r, int dir_fd)
             return errno;
         /* Not O_APPEND: splice refuses such files. The supervisor is the only writer, so the
          * end of the file found once is where every write goes (a second try appends). */
-        s->log_fd = openat(dir_fd, names[i], O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+        s->log_fd = openat(dir_fd, names[i],
+                           O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
         off_t end = s->log_fd != -1 ? lseek(s->log_fd, 0, SEEK_END) : -1;
         if (end == -1) {
             relay_lose(r, s, errno); /* the task runs all the same; its output is dropped */

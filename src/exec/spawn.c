@@ -46,6 +46,12 @@ char *exec_spec_encode(const struct exec_spec *spec)
                           (json_int_t)spec->task_nofile);
     if (o == NULL)
         fatalx("spawn_encode: json_pack failed");
+    if (spec->as_owner) {
+        json_object_set_new(o, "owner_uid", json_integer((json_int_t)spec->owner_uid));
+        if (spec->owner != NULL)
+            json_object_set_new(o, "owner", json_stringn_nocheck(spec->owner,
+                                                                  strlen(spec->owner)));
+    }
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (text == NULL)
@@ -166,6 +172,12 @@ void exec_spec_decode(json_t *o, struct exec_spec *spec)
         .task_umask = (mode_t)(mask & 0777),
         .task_nofile = (uint64_t)json_integer_value(json_object_get(o, "nofile")),
     };
+    json_t *owner_uid = json_object_get(o, "owner_uid"), *owner = json_object_get(o, "owner");
+    if (json_is_integer(owner_uid)) {
+        spec->as_owner = true;
+        spec->owner_uid = (uid_t)json_integer_value(owner_uid);
+        spec->owner = json_is_string(owner) ? xstrdup(json_string_value(owner)) : NULL;
+    }
 }
 
 static void spawn_strv_free(char *const *v)
@@ -181,6 +193,7 @@ void exec_spec_release(struct exec_spec *spec)
     spawn_strv_free(spec->env);
     free((char *)spec->workdir);
     free((char *)spec->run_dir);
+    free((char *)spec->owner);
 }
 
 int exec_supervise_main(void)

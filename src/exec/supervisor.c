@@ -39,6 +39,7 @@ enum supervisor_stage {
     STAGE_STDIN,
     STAGE_STDOUT,
     STAGE_STDERR,
+    STAGE_IDENTITY,
     STAGE_CHDIR,
     STAGE_EXEC,
 };
@@ -46,6 +47,7 @@ enum supervisor_stage {
 struct supervisor_failure {
     int stage;
     int error;
+    const char *step; /* STAGE_IDENTITY: which call (a string literal) */
 };
 
 enum supervisor_phase {
@@ -62,6 +64,7 @@ struct supervisor {
     int status_fd;       /* status.tmp, reserved at start; -1 once written */
     int signal_fd;       /* SIGCHLD, SIGTERM, SIGINT */
     struct relay relay;  /* the task's output */
+    struct exec_identity identity; /* whom the task runs as (identity.c) */
     struct exec_status status;
 };
 
@@ -235,10 +238,12 @@ static int supervisor_redirect(int dir, const char *path, int flags, int target)
  * state, its umask and environment, then exec. Anything failing goes down report_fd as a
  * supervisor_failure. */
 static void __attribute__((noreturn)) supervisor_task(const struct exec_spec *spec,
+                                                      const struct exec_identity *identity,
                                                       const struct relay *relay, int report_fd)
 {
     static char *const no_env[] = {NULL};
-    struct supervisor_failure failure = {STAGE_SETSID, 0};
+    struct supervisor_failure failure = {STAGE_SETSID, 0, NULL};
+    char *const *env = identity->drop ? identity->env : spec->env;
     sigset_t none;
     ssize_t written;
     int out, err;
@@ -255,6 +260,11 @@ static void __attribute__((noreturn)) supervisor_task(const struct exec_spec *sp
         goto fail;
     failure.stage = STAGE_STDERR;
     if (dup2(err, STDERR_FILENO) == -1)
+        goto fail;
+    /* The owner's identity before anything of the task, its directory included: the chdir is
+     * the owner's own (a directory only root may enter stays shut). */
+    failure.stage = STAGE_IDENTITY;
+    if ((errno = exec_identity_drop(identity, &failure.step)) != 0)
         goto fail;
     failure.stage = STAGE_CHDIR;
     if (chdir(spec->workdir != NULL ? spec->workdir : "/") == -1)
@@ -274,7 +284,7 @@ static void __attribute__((noreturn)) supervisor_task(const struct exec_spec *sp
     }
     /* execvpe() searches the PATH of environ, not the one in the envp it is given: make the task's
      * environment ours, so that the search uses the task's PATH. */
-    environ = spec->env != NULL ? (char **)spec->env : (char **)no_env;
+    environ = env != NULL ? (char **)env : (char **)no_env;
     failure.stage = STAGE_EXEC;
     execvp(spec->argv[0], spec->argv);
 fail:
@@ -303,6 +313,11 @@ static void supervisor_describe_failure(struct supervisor *sup,
         break;
     case STAGE_STDERR:
         snprintf(buf, size, "stderr: %s", why);
+        break;
+    case STAGE_IDENTITY:
+        snprintf(buf, size, "cannot run as %s (uid %ld): %s: %s",
+                 sup->spec->owner != NULL ? sup->spec->owner : "?", (long)sup->identity.uid,
+                 failure->step != NULL ? failure->step : "?", why);
         break;
     case STAGE_CHDIR:
         snprintf(buf, size, "chdir %s: %s", sup->spec->workdir, why);
@@ -345,7 +360,7 @@ static void supervisor_spawn(struct supervisor *sup)
      * environ (ours too, which we no longer use) and leaves by exec or _exit. */
     pid_t pid = vfork();
     if (pid == 0)
-        supervisor_task(sup->spec, &sup->relay, report[1]);
+        supervisor_task(sup->spec, &sup->identity, &sup->relay, report[1]);
     close(report[1]);
     relay_started(&sup->relay);
     if (pid == -1) {
@@ -469,11 +484,22 @@ static int supervisor_prepare(struct supervisor *sup)
                  strerror(errno));
         return -1;
     }
+    if (exec_identity_resolve(sup->spec, &sup->identity, sup->status.exec_error,
+                              sizeof sup->status.exec_error) == -1)
+        return -1;
     if ((error = relay_open(&sup->relay, SUPERVISOR_DIR_FD)) != 0) {
         snprintf(sup->status.exec_error, sizeof sup->status.exec_error, "pipe: %s",
                  strerror(error));
         return -1;
     }
+    /* The logs are the owner's: readable by it alone (the run directory lets it through). */
+    for (int i = 0; i < 2 && sup->identity.drop; i++)
+        if (sup->relay.stream[i].log_fd != -1 &&
+            fchown(sup->relay.stream[i].log_fd, sup->identity.uid, sup->identity.gid) == -1) {
+            snprintf(sup->status.exec_error, sizeof sup->status.exec_error,
+                     "giving the log to uid %ld: %s", (long)sup->identity.uid, strerror(errno));
+            return -1;
+        }
     return 0;
 }
 

@@ -19,6 +19,7 @@ int sim_policy_apply(const char *name, struct sim_config *config, const char **e
         policy.backfill = false;
         policy.best_fit = false;
         policy.max_scan = 0;
+        policy.fair_share = false;
         config->whole_gpus = true;
         config->arrival_order = true;
     } else if (strcmp(name, "backfill") == 0) {
@@ -26,6 +27,7 @@ int sim_policy_apply(const char *name, struct sim_config *config, const char **e
         policy.strict_order = false;
         policy.backfill = true;
         policy.best_fit = false;
+        policy.fair_share = false;
     } else if (strcmp(name, "drover") != 0) {
         *err = "unknown policy (expected fifo, backfill or drover)";
         return -1;
@@ -168,6 +170,7 @@ static void sim_submit(struct sim_state *st, size_t i)
     spec.id = (int64_t)i + 1;
     spec.priority = st->config->arrival_order ? 0 : job->priority;
     spec.submit_time = job->submit_ms;
+    spec.user = job->user;
     spec.req = sim_request(st->config, job);
     if (core_submit(st->core, &spec, job->submit_ms, &st->acts) != 0)
         fatalx("simulate: core refused job %s", job->id);
@@ -305,6 +308,38 @@ static void sim_statistics(const struct sim_state *st, struct sim_result *result
     free(wait);
 }
 
+static void sim_user_statistics(const struct sim_state *st, struct sim_result *result)
+{
+    const struct sim_trace *trace = st->config->trace;
+    if (trace->nusers == 0)
+        return;
+    result->nusers = trace->nusers;
+    result->users = xcalloc(trace->nusers, sizeof *result->users);
+    for (size_t u = 0; u < trace->nusers; u++)
+        result->users[u].name = trace->users[u];
+    for (size_t i = 0; i < trace->n; i++) {
+        if (st->unfit[i])
+            continue;
+        const struct sim_job *job = &trace->jobs[i];
+        const struct sim_record *r = &st->rec[i];
+        struct sim_user_result *u = &result->users[job->user];
+        double wait = (double)(r->start - job->submit_ms) / 1000;
+        u->jobs++;
+        u->jct_avg += (double)(r->end - job->submit_ms) / 1000;
+        u->wait_avg += wait;
+        if (wait > u->wait_max)
+            u->wait_max = wait;
+        u->gpu_hours += (double)job->duration_ms / 3600e3 * job->gpus *
+                        (job->gpu_milli < 1000 ? job->gpu_milli / 1000.0 : 1);
+    }
+    for (size_t u = 0; u < result->nusers; u++) {
+        if (result->users[u].jobs == 0)
+            continue;
+        result->users[u].jct_avg /= (double)result->users[u].jobs;
+        result->users[u].wait_avg /= (double)result->users[u].jobs;
+    }
+}
+
 /* ---- the schedule as CSV ------------------------------------------------------------------- */
 
 /* ms as seconds, without a fraction when there is none. */
@@ -428,6 +463,7 @@ int sim_run(const struct sim_config *config, struct sim_result *result, char **e
         goto out;
     }
     sim_statistics(&st, result);
+    sim_user_statistics(&st, result);
     result->passes = st.passes;
     result->contended = st.contended;
     result->avg_running_contended = st.contended > 0 ? st.running_contended / st.contended : 0;
@@ -448,4 +484,7 @@ void sim_result_free(struct sim_result *result)
 {
     free(result->first_unfit);
     result->first_unfit = NULL;
+    free(result->users);
+    result->users = NULL;
+    result->nusers = 0;
 }

@@ -21,7 +21,9 @@ struct sim_config;
  *             shell loop, or task-spooler
  *   backfill  EASY backfilling: first fit, no aging, a reservation for the first blocked job
  *   drover    the daemon's default (core_policy_default()): priorities with aging, backfill,
- *             best fit
+ *             best fit, fair share between the trace's users
+ * fifo and backfill have no fair share (arrival or priority order across users); the caller
+ * may set config->policy.fair_share afterwards (`--fair-share on|off`).
  * Sets config->policy, whole_gpus and arrival_order. Returns 0, or -1 with a static reason. */
 int sim_policy_apply(const char *name, struct sim_config *config, const char **err);
 
@@ -49,6 +51,14 @@ struct sim_config {
     FILE *schedule_out;            /* one CSV row per job, or NULL */
 };
 
+/* One user's figures (jobs that could run). */
+struct sim_user_result {
+    const char *name;              /* the trace's (not copied) */
+    size_t jobs;
+    double gpu_hours;              /* GPU-time of its jobs (a fraction of a GPU counts so) */
+    double jct_avg, wait_avg, wait_max; /* seconds */
+};
+
 struct sim_result {
     size_t jobs;                   /* simulated */
     size_t skipped_unfit;          /* could never run on these nodes */
@@ -65,6 +75,9 @@ struct sim_result {
     double bound_jct;              /* the mean duration */
     uint64_t passes;               /* core_schedule() calls */
     double sched_seconds;          /* CPU time spent inside core/ */
+    struct sim_user_result *users; /* per user, in the trace's order of users; NULL when the
+                                    * trace names none */
+    size_t nusers;
 };
 
 /* Runs the simulation. Returns 0, or -1 with *err (malloc'd): nothing could run, or a write to

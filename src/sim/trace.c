@@ -17,6 +17,7 @@
 #define TRACE_MAX_GPUS 4096
 #define TRACE_MAX_MIB (1LL << 40)
 #define TRACE_MAX_PRIORITY 1000000
+#define TRACE_NO_USER UINT32_MAX /* while reading: the row has no user field */
 #define NODE_MAX_GPUS 64
 
 typedef int (*trace_row_fn)(char **field, int n, struct sim_types *types, struct sim_job *job,
@@ -49,7 +50,7 @@ static const struct trace_format trace_formats[] = {
                                 "pod_phase,creation_time,deletion_time,scheduled_time",
                                 11, 11, true, false, trace_row_alibaba},
     [SIM_FORMAT_CSV] = {"csv", "job_id",
-                         "job_id,submit_time,duration,gpus[,gpu_mem_fraction,priority]", 4, 6,
+                         "job_id,submit_time,duration,gpus[,gpu_mem_fraction,priority,user]", 4, 7,
                          false, true, trace_row_csv},
 };
 
@@ -229,6 +230,94 @@ static int trace_job_cmp(const void *a, const void *b)
     return (x->line > y->line) - (x->line < y->line);
 }
 
+/* ---- users -------------------------------------------------------------------------------- */
+
+static void trace_users_free(struct sim_trace *trace)
+{
+    for (size_t i = 0; i < trace->nusers; i++)
+        free(trace->users[i]);
+    free(trace->users);
+    trace->users = NULL;
+    trace->nusers = 0;
+}
+
+static uint32_t trace_user_add(struct sim_trace *trace, const char *name)
+{
+    trace->users = xrealloc(trace->users, (trace->nusers + 1) * sizeof *trace->users);
+    trace->users[trace->nusers] = xstrdup(name);
+    return (uint32_t)trace->nusers++;
+}
+
+/* The index of user name ("-" when empty), added if new. Users in a trace are few. */
+static uint32_t trace_user(struct sim_trace *trace, const char *name)
+{
+    if (name[0] == '\0')
+        name = "-";
+    for (size_t i = 0; i < trace->nusers; i++)
+        if (strcmp(trace->users[i], name) == 0)
+            return (uint32_t)i;
+    return trace_user_add(trace, name);
+}
+
+/* Rows without a user field were marked TRACE_NO_USER: user "-" if any row names one, else 0. */
+static void trace_users_settle(struct sim_trace *trace)
+{
+    uint32_t none = 0;
+    bool found = false;
+    for (size_t i = 0; i < trace->n; i++) {
+        if (trace->jobs[i].user != TRACE_NO_USER)
+            continue;
+        if (!found && trace->nusers > 0)
+            none = trace_user(trace, "");
+        found = true;
+        trace->jobs[i].user = none;
+    }
+}
+
+int sim_trace_assign_users(struct sim_trace *trace, int nusers, double heavy_share,
+                           uint64_t seed, const char **err)
+{
+    if (nusers < 1 || nusers > 1000) {
+        *err = "the number of users must be from 1 to 1000";
+        return -1;
+    }
+    if (!(heavy_share >= 0 && heavy_share <= 1)) {
+        *err = "the heavy user's share must be from 0 to 1";
+        return -1;
+    }
+    trace_users_free(trace);
+    for (int u = 1; u <= nusers; u++) {
+        char name[32];
+        snprintf(name, sizeof name, "user%d", u);
+        trace_user_add(trace, name);
+    }
+    /* user1 takes a job whenever its share of the work (GPU-time) so far is below heavy_share,
+     * which holds its share of the work, not of the jobs, near heavy_share throughout; the
+     * others are drawn uniformly (splitmix64: a fixed, portable sequence for a seed). */
+    uint64_t state = seed;
+    double total = 0, heavy = 0;
+    for (size_t i = 0; i < trace->n; i++) {
+        const struct sim_job *job = &trace->jobs[i];
+        double work = (double)job->duration_ms * job->gpus *
+                      (job->gpu_milli < 1000 ? job->gpu_milli / 1000.0 : 1);
+        total += work;
+        uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        double r = (double)(z >> 11) / 9007199254740992.0; /* [0,1) */
+        uint32_t user = 0;
+        if (nusers > 1 && !(heavy_share >= 1 || heavy < heavy_share * total))
+            user = 1 + (uint32_t)(r * (nusers - 1));
+        if (user >= (uint32_t)nusers)
+            user = (uint32_t)nusers - 1;
+        if (user == 0)
+            heavy += work;
+        trace->jobs[i].user = user;
+    }
+    return 0;
+}
+
 int sim_trace_read(const char *path, enum sim_format format, bool skip_bad_rows,
                    struct sim_types *types, struct sim_trace *out, char **err)
 {
@@ -290,6 +379,8 @@ int sim_trace_read(const char *path, enum sim_format format, bool skip_bad_rows,
                 free(msg);
             continue;
         }
+        job.user = format == SIM_FORMAT_CSV && n >= 7 ? trace_user(&trace, field[6])
+                                                      : TRACE_NO_USER;
         job.id = xstrdup(field[0]);
         xgrow((void **)&trace.jobs, &cap, trace.n + 1, sizeof *trace.jobs);
         trace.jobs[trace.n++] = job;
@@ -305,6 +396,7 @@ int sim_trace_read(const char *path, enum sim_format format, bool skip_bad_rows,
             *err = xasprintf("%s: no jobs", path);
         goto fail;
     }
+    trace_users_settle(&trace);
     qsort(trace.jobs, trace.n, sizeof *trace.jobs, trace_job_cmp);
     free(buf);
     *out = trace;
@@ -323,6 +415,7 @@ void sim_trace_free(struct sim_trace *trace)
         free(trace->jobs[i].id);
     free(trace->jobs);
     free(trace->first_bad);
+    trace_users_free(trace);
     memset(trace, 0, sizeof *trace);
 }
 

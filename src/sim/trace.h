@@ -6,8 +6,9 @@
  *                gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
  *                submit = creation_time, duration = deletion_time - scheduled_time;
  *                pod_phase Pending (never ran) is skipped and counted
- *   csv          drover's own: job_id,submit_time,duration,gpus[,gpu_mem_fraction,priority]
- *                (seconds, decimals allowed; header line, blank lines and # comments allowed)
+ *   csv          drover's own: job_id,submit_time,duration,gpus[,gpu_mem_fraction,priority,user]
+ *                (seconds, decimals allowed; header line, blank lines and # comments allowed;
+ *                a user column needs the two before it: whole GPUs are 1, no priority 0)
  *
  * Every error names the file and line: "FILE:LINE: what is wrong". The caller owns everything
  * returned and frees it with the matching _free function.
@@ -50,6 +51,7 @@ struct sim_job {
     uint64_t gpu_types;   /* allowed GPU types (bits of sim_types); 0 = any */
     int cpu_milli;        /* alibaba2023 only; 0 = not given */
     uint64_t mem_bytes;   /* alibaba2023 only (memory_mib); 0 = not given */
+    uint32_t user;        /* index in sim_trace.users; 0 when the trace names no users */
     unsigned line;        /* 1-based line in the file */
 };
 
@@ -60,6 +62,8 @@ struct sim_trace {
     size_t skipped_pending; /* alibaba2023 rows that never ran */
     size_t skipped_bad;     /* unreadable rows skipped under skip_bad_rows */
     char *first_bad;        /* the first skipped row's message, or NULL */
+    char **users;           /* user names, in order of first appearance; NULL when none given */
+    size_t nusers;
 };
 
 /* Reads path. An unreadable row stops the read (returns -1, *err = "FILE:LINE: reason") unless
@@ -67,6 +71,14 @@ struct sim_trace {
 int sim_trace_read(const char *path, enum sim_format format, bool skip_bad_rows,
                    struct sim_types *types, struct sim_trace *out, char **err);
 void sim_trace_free(struct sim_trace *trace);
+
+/* Gives the jobs synthetic users "user1" .. "userN", replacing any the trace named: user1
+ * submits heavy_share of the work (GPU-time: it takes each job, in submit order, while its
+ * share so far is below heavy_share), the others are drawn uniformly for the rest.
+ * Deterministic for a seed. nusers 1..1000, heavy_share in [0,1] (ignored with one user).
+ * Returns 0, or -1 with a static reason. */
+int sim_trace_assign_users(struct sim_trace *trace, int nusers, double heavy_share,
+                           uint64_t seed, const char **err);
 
 /* A node list such as openb_node_list_gpu_node.csv: sn,cpu_milli,memory_mib,gpu,model. */
 struct sim_node {

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 bool store_exp_exists(struct store *st, const char *name)
 {
@@ -180,6 +181,8 @@ json_t *store_exp_failed_trial(struct store *st, const char *name, bool last)
     return o;
 }
 
+static void store_exp_owner_json(struct store *st, const char *name, json_t *e);
+
 json_t *store_exp_get(struct store *st, const char *name)
 {
     sqlite3_stmt *s = STORE_QUERY(st, "SELECT name, kind, spec, state, reason, created, seed,"
@@ -199,12 +202,49 @@ json_t *store_exp_get(struct store *st, const char *name)
                       sqlite3_column_int(s, 9));
     }
     sqlite3_finalize(s);
+    if (e != NULL)
+        store_exp_owner_json(st, name, e);
     return e;
+}
+
+int store_exp_set_owner(struct store *st, const char *name, uid_t uid, const char *user)
+{
+    return store_write(st, STORE_QUERY(st, "UPDATE experiments SET uid = ?2, user = ?3"
+                                           " WHERE name = ?1",
+                                       STORE_TEXT(name), STORE_INT(uid), STORE_TEXT(user)));
+}
+
+int store_exp_owner(struct store *st, const char *name, uid_t *uid, char **user)
+{
+    sqlite3_stmt *s = STORE_QUERY(st, "SELECT uid, user FROM experiments WHERE name = ?1",
+                                  STORE_TEXT(name));
+    int rc = -1;
+    *user = NULL;
+    if (s != NULL && sqlite3_step(s) == SQLITE_ROW) {
+        rc = 0;
+        if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
+            *uid = (uid_t)sqlite3_column_int64(s, 0);
+            *user = xstrdup((const char *)sqlite3_column_text(s, 1));
+        }
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* Sets e's "user" and "uid": the recorded owner, else the daemon's user. */
+static void store_exp_owner_json(struct store *st, const char *name, json_t *e)
+{
+    uid_t uid = getuid();
+    char *user = NULL;
+    store_exp_owner(st, name, &uid, &user);
+    json_object_set_new(e, "user", json_string(user ? user : store_own_user()));
+    json_object_set_new(e, "uid", json_integer(user ? uid : getuid()));
+    free(user);
 }
 
 static json_t *exp_list_row(sqlite3_stmt *s, void *arg)
 {
-    return json_pack("{s:s,s:s,s:s,s:o,s:I,s:i,s:i,s:i,s:i,s:i,s:i}", "name",
+    json_t *row = json_pack("{s:s,s:s,s:s,s:o,s:I,s:i,s:i,s:i,s:i,s:i,s:i}", "name",
                      (const char *)sqlite3_column_text(s, 0), "kind",
                      (const char *)sqlite3_column_text(s, 1), "state",
                      (const char *)sqlite3_column_text(s, 2), "reason", store_text_or_null(s, 3),
@@ -212,6 +252,12 @@ static json_t *exp_list_row(sqlite3_stmt *s, void *arg)
                      sqlite3_column_int(s, 5), "running", sqlite3_column_int(s, 6), "waiting",
                      sqlite3_column_int(s, 7), "succeeded", sqlite3_column_int(s, 8), "failed",
                      sqlite3_column_int(s, 9), "stopped_early", sqlite3_column_int(s, 10));
+    bool recorded = sqlite3_column_type(s, 12) != SQLITE_NULL;
+    json_object_set_new(row, "user", json_string(recorded ? (const char *)sqlite3_column_text(s, 12)
+                                                          : store_own_user()));
+    json_object_set_new(row, "uid", json_integer(recorded ? sqlite3_column_int64(s, 11)
+                                                          : (json_int_t)getuid()));
+    return row;
 }
 
 json_t *store_exp_list(struct store *st)
@@ -222,7 +268,8 @@ json_t *store_exp_list(struct store *st)
                 " SUM(k.state = 'running'), SUM(k.state IN ('queued','pending','held','retrying')),"
                 " SUM(k.state = 'succeeded'),"
                 " SUM(k.state IN ('failed','timed_out','upstream_failed')),"
-                " SUM(t.stopped_early) FROM experiments e LEFT JOIN trials t ON t.exp = e.name"
+                " SUM(t.stopped_early), e.uid, e.user FROM experiments e"
+                " LEFT JOIN trials t ON t.exp = e.name"
                 " LEFT JOIN tasks k ON k.id = t.task_id GROUP BY e.name ORDER BY e.created"),
         exp_list_row, NULL);
 }

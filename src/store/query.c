@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 static const char *col_text(sqlite3_stmt *s, int i)
@@ -91,19 +92,23 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
  * brief columns come first, in task_brief's order, in every query of a task row. */
 #define TASK_BRIEF_COLUMNS                                                                    \
     "t.id, t.name, t.state, t.priority, t.gpus, t.attempts, a.exit_code, a.start_ms,"         \
-    " a.end_ms, t.command, a.gpus"
+    " a.end_ms, t.command, a.gpus, t.user"
 
 #define TASK_COLUMNS                                                                          \
     TASK_BRIEF_COLUMNS ", t.reason, t.gpu_mem, t.cpus, t.mem, t.timeout_ms, t.retries,"       \
-    " t.deps, t.array_id, t.array_index, t.submit_time, t.end_time, t.idem_key, t.workdir,"  \
-    " t.retry_at, a.signal, a.run_dir, t.profile, t.claim_source, t.stall_ms, t.gpu_type"
+    " t.deps, t.array_id, t.array_index, t.submit_time, t.end_time, t.task_key, t.workdir,"  \
+    " t.retry_at, a.signal, a.run_dir, t.profile, t.claim_source, t.stall_ms, t.gpu_type,"  \
+    " t.uid"
 
 #define TASK_FROM                                                                             \
     " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
 
+/* ?4/?5: an owner filter (uid, name; both NULL: none); ?6: the daemon's uid, the owner of a
+ * task without a recorded one. */
 #define TASK_LIST_WHERE                                                                       \
     " WHERE (?1 IS NULL OR t.state = ?1)"                                                     \
-    " AND (?2 OR t.end_time IS NULL OR t.end_time >= ?3) ORDER BY t.id"
+    " AND (?2 OR t.end_time IS NULL OR t.end_time >= ?3)"                                     \
+    " AND ((?4 IS NULL AND ?5 IS NULL) OR ifnull(t.uid, ?6) = ?4 OR t.user = ?5) ORDER BY t.id"
 
 enum brief_kind {
     BRIEF_INT,
@@ -111,6 +116,7 @@ enum brief_kind {
     BRIEF_STRING,
     BRIEF_STRING_OR_NULL,
     BRIEF_ARRAY, /* JSON text; an empty array when NULL */
+    BRIEF_OWNER, /* a user name; the daemon's own user when NULL (not recorded) */
 };
 
 static const struct {
@@ -128,6 +134,7 @@ static const struct {
     {"attempt_end_time", BRIEF_INT_OR_NULL},
     {"command", BRIEF_ARRAY},
     {"gpus", BRIEF_ARRAY},
+    {"user", BRIEF_OWNER},
 };
 #define TASK_BRIEF_N (int)(sizeof task_brief / sizeof task_brief[0])
 
@@ -150,6 +157,9 @@ static json_t *task_brief_value(sqlite3_stmt *s, int i)
         return col_string_or_null(s, i);
     case BRIEF_ARRAY:
         return sqlite3_column_type(s, i) == SQLITE_NULL ? json_array() : col_json(s, i);
+    case BRIEF_OWNER:
+        return json_string(sqlite3_column_type(s, i) == SQLITE_NULL ? store_own_user()
+                                                                    : col_text(s, i));
     }
     abort();
 }
@@ -186,38 +196,41 @@ static json_t *task_brief_json(sqlite3_stmt *s)
 static json_t *task_row_json(sqlite3_stmt *s)
 {
     json_t *o = task_brief_json(s), *after = json_array(), *after_any = json_array();
-    json_t *deps = col_json(s, 17);
+    json_t *deps = col_json(s, 18);
     for (size_t i = 0; i < json_array_size(deps); i++) {
         json_t *d = json_array_get(deps, i);
         bool ok = strcmp(json_string_value(json_array_get(d, 1)), "ok") == 0;
         json_array_append(ok ? after : after_any, json_array_get(d, 0));
     }
     json_decref(deps);
-    json_object_set_new(o, "reason", col_string_or_null(s, 11));
+    json_object_set_new(o, "reason", col_string_or_null(s, 12));
     json_t *request = json_object_get(o, "request");
-    json_object_set_new(request, "gpu_mem", json_integer(sqlite3_column_int64(s, 12)));
-    json_object_set_new(request, "cpus", json_integer(sqlite3_column_int(s, 13)));
-    json_object_set_new(request, "mem", json_integer(sqlite3_column_int64(s, 14)));
-    json_object_set_new(request, "timeout_ms", json_integer(sqlite3_column_int64(s, 15)));
-    json_object_set_new(request, "gpu_type", col_string_or_null(s, 30));
-    json_object_set_new(o, "retries", json_integer(sqlite3_column_int(s, 16)));
+    json_object_set_new(request, "gpu_mem", json_integer(sqlite3_column_int64(s, 13)));
+    json_object_set_new(request, "cpus", json_integer(sqlite3_column_int(s, 14)));
+    json_object_set_new(request, "mem", json_integer(sqlite3_column_int64(s, 15)));
+    json_object_set_new(request, "timeout_ms", json_integer(sqlite3_column_int64(s, 16)));
+    json_object_set_new(request, "gpu_type", col_string_or_null(s, 31));
+    json_object_set_new(o, "retries", json_integer(sqlite3_column_int(s, 17)));
     json_object_set_new(o, "after", after);
     json_object_set_new(o, "after_any", after_any);
-    json_object_set_new(o, "array_id", sqlite3_column_int64(s, 18) ? json_integer(
-                                           sqlite3_column_int64(s, 18)) : json_null());
-    json_object_set_new(o, "array_index", sqlite3_column_int64(s, 19) >= 0 ? json_integer(
-                                              sqlite3_column_int64(s, 19)) : json_null());
-    json_object_set_new(o, "submit_time", json_integer(sqlite3_column_int64(s, 20)));
-    json_object_set_new(o, "end_time", col_int_or_null(s, 21));
-    json_object_set_new(o, "key", col_string_or_null(s, 22));
-    json_object_set_new(o, "workdir", json_string(col_text(s, 23)));
+    json_object_set_new(o, "array_id", sqlite3_column_int64(s, 19) ? json_integer(
+                                           sqlite3_column_int64(s, 19)) : json_null());
+    json_object_set_new(o, "array_index", sqlite3_column_int64(s, 20) >= 0 ? json_integer(
+                                              sqlite3_column_int64(s, 20)) : json_null());
+    json_object_set_new(o, "submit_time", json_integer(sqlite3_column_int64(s, 21)));
+    json_object_set_new(o, "end_time", col_int_or_null(s, 22));
+    json_object_set_new(o, "key", col_string_or_null(s, 23));
+    json_object_set_new(o, "workdir", json_string(col_text(s, 24)));
     if (strcmp(col_text(s, 2), "retrying") == 0)
-        json_object_set_new(o, "retry_at", json_integer(sqlite3_column_int64(s, 24)));
-    json_object_set_new(o, "signal", col_int_or_null(s, 25));
-    json_object_set_new(o, "run_dir", col_string_or_null(s, 26));
-    json_object_set_new(o, "profile", col_string_or_null(s, 27));
-    json_object_set_new(o, "claim_source", col_string_or_null(s, 28));
-    json_object_set_new(o, "stall_ms", json_integer(sqlite3_column_int64(s, 29)));
+        json_object_set_new(o, "retry_at", json_integer(sqlite3_column_int64(s, 25)));
+    json_object_set_new(o, "signal", col_int_or_null(s, 26));
+    json_object_set_new(o, "run_dir", col_string_or_null(s, 27));
+    json_object_set_new(o, "profile", col_string_or_null(s, 28));
+    json_object_set_new(o, "claim_source", col_string_or_null(s, 29));
+    json_object_set_new(o, "stall_ms", json_integer(sqlite3_column_int64(s, 30)));
+    json_object_set_new(o, "uid", json_integer(sqlite3_column_type(s, 32) == SQLITE_NULL
+                                                   ? (json_int_t)getuid()
+                                                   : sqlite3_column_int64(s, 32)));
     return o;
 }
 
@@ -271,34 +284,39 @@ json_t *store_task_json(struct store *st, int64_t id)
 
 /* The tasks of a listing, each made by row_fn from a row of `columns`. */
 static json_t *task_list(struct store *st, const char *sql, json_t *(*row_fn)(sqlite3_stmt *),
-                         const char *state_filter, bool all, core_time now)
+                         const struct store_list_filter *f, core_time now)
 {
     sqlite3_stmt *s;
     json_t *list = json_array();
     if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
         return list;
-    if (state_filter)
-        sqlite3_bind_text(s, 1, state_filter, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(s, 2, all);
+    if (f->state)
+        sqlite3_bind_text(s, 1, f->state, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 2, f->all);
     sqlite3_bind_int64(s, 3, now - 24 * 3600 * 1000LL);
+    if (f->by_owner)
+        sqlite3_bind_int64(s, 4, f->uid);
+    if (f->user)
+        sqlite3_bind_text(s, 5, f->user, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 6, getuid());
     while (sqlite3_step(s) == SQLITE_ROW)
         json_array_append_new(list, row_fn(s));
     sqlite3_finalize(s);
     return list;
 }
 
-json_t *store_list_json(struct store *st, const char *state_filter, bool all, core_time now)
+json_t *store_list_json(struct store *st, const struct store_list_filter *f, core_time now)
 {
     return task_list(st, "SELECT " TASK_COLUMNS TASK_FROM TASK_LIST_WHERE, task_row_json,
-                     state_filter, all, now);
+                     f, now);
 }
 
-json_t *store_list_brief(struct store *st, const char *state_filter, bool all, core_time now)
+json_t *store_list_brief(struct store *st, const struct store_list_filter *f, core_time now)
 {
     json_t *columns = json_array();
     for (int i = 0; i < TASK_BRIEF_N; i++)
         json_array_append_new(columns, json_string(task_brief[i].key));
     json_t *rows = task_list(st, "SELECT " TASK_BRIEF_COLUMNS TASK_FROM TASK_LIST_WHERE,
-                             task_brief_row, state_filter, all, now);
+                             task_brief_row, f, now);
     return json_pack("{s:o,s:o}", "columns", columns, "tasks", rows);
 }

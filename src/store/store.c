@@ -63,6 +63,16 @@ static const char *const store_migrations[] = {
     /* A shared machine (issue 15): each task's owner, as the kernel named the submitter. NULL
      * for tasks of a per-user daemon from before: their owner is the daemon's user. */
     "ALTER TABLE tasks ADD COLUMN uid INTEGER; ALTER TABLE tasks ADD COLUMN user TEXT;",
+    /* Issue 15, ownership: an idempotency key is its owner's (task_key, unique per uid; the
+     * old idem_key column, unique across everyone, is left empty), experiments record their
+     * owner, and the audit log records what people did. */
+    "ALTER TABLE tasks ADD COLUMN task_key TEXT;"
+    "UPDATE tasks SET task_key = idem_key, idem_key = NULL WHERE idem_key IS NOT NULL;"
+    "CREATE UNIQUE INDEX tasks_key ON tasks(uid, task_key) WHERE task_key IS NOT NULL;"
+    "ALTER TABLE experiments ADD COLUMN uid INTEGER; ALTER TABLE experiments ADD COLUMN user TEXT;"
+    "CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER NOT NULL,"
+    " uid INTEGER NOT NULL, user TEXT NOT NULL, op TEXT NOT NULL, target TEXT, detail TEXT);"
+    "CREATE INDEX audit_ts ON audit(ts);",
 };
 
 enum {
@@ -74,13 +84,14 @@ static const char *const store_sql[Q_NQUERIES] = {
     [Q_INSERT_ENV] = "INSERT OR IGNORE INTO envs (json) VALUES (?1)",
     [Q_FIND_ENV] = "SELECT id FROM envs WHERE json = ?1",
     [Q_INSERT_TASK] =
-        "INSERT INTO tasks (name, state, command, workdir, env_id, idem_key, priority, gpus,"
+        "INSERT INTO tasks (name, state, command, workdir, env_id, task_key, priority, gpus,"
         " gpu_mem, cpus, mem, timeout_ms, retries, backoff, deps, array_id, array_index,"
         " array_limit, submit_time, attempts, base_attempts, profile, claim_source, stall_ms,"
         " gpu_type, uid, user)"
         " VALUES (?1, ?19, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
         " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25)",
-    [Q_FIND_KEY] = "SELECT id FROM tasks WHERE idem_key = ?1",
+    /* A task of a per-user daemon from before owners were recorded (uid NULL) is the daemon's. */
+    [Q_FIND_KEY] = "SELECT id FROM tasks WHERE task_key = ?1 AND ifnull(uid, ?3) = ?2",
     [Q_STATE] = "SELECT state FROM tasks WHERE id = ?1",
     [Q_SET_STATE] =
         "UPDATE tasks SET state = ?2, reason = ?3,"
@@ -94,11 +105,12 @@ static const char *const store_sql[Q_NQUERIES] = {
         "UPDATE attempts SET start_ms = CASE WHEN ?3 > 0 THEN ?3 ELSE start_ms END, end_ms = ?4,"
         " exit_code = ?5, signal = ?6, outcome = ?7, reason = ?8 WHERE task_id = ?1 AND n = ?2",
     [Q_EXEC_INFO] =
-        "SELECT t.command, e.json, t.workdir, t.timeout_ms, t.array_index, t.stall_ms FROM tasks t"
+        "SELECT t.command, e.json, t.workdir, t.timeout_ms, t.array_index, t.stall_ms, t.uid,"
+        " t.user FROM tasks t"
         " JOIN envs e ON e.id = t.env_id WHERE t.id = ?1",
     [Q_SPEC] =
         "SELECT priority, submit_time, gpus, gpu_mem, cpus, mem, timeout_ms, retries, backoff,"
-        " deps, array_id, array_limit, base_attempts, attempts, gpu_type FROM tasks WHERE id = ?1",
+        " deps, array_id, array_limit, base_attempts, attempts, gpu_type, uid FROM tasks WHERE id = ?1",
 };
 
 struct store {
@@ -362,11 +374,13 @@ int store_insert_task(struct store *st, struct task_record *rec)
     return 0;
 }
 
-int64_t store_find_key(struct store *st, const char *key)
+int64_t store_find_key(struct store *st, const char *key, uid_t uid)
 {
     sqlite3_stmt *s = st->q[Q_FIND_KEY];
     int64_t id = 0;
     sqlite3_bind_text(s, 1, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 2, uid);
+    sqlite3_bind_int64(s, 3, getuid());
     if (sqlite3_step(s) == SQLITE_ROW)
         id = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
@@ -542,6 +556,12 @@ json_t *store_task_exec_info(struct store *st, int64_t id)
         json_object_set_new(info, "timeout_ms", json_integer(sqlite3_column_int64(s, 3)));
         json_object_set_new(info, "array_index", json_integer(sqlite3_column_int64(s, 4)));
         json_object_set_new(info, "stall_ms", json_integer(sqlite3_column_int64(s, 5)));
+        /* The owner; absent when not recorded (a per-user daemon's own tasks). */
+        if (sqlite3_column_type(s, 7) != SQLITE_NULL) {
+            json_object_set_new(info, "uid", json_integer(sqlite3_column_int64(s, 6)));
+            json_object_set_new(info, "user",
+                                json_string((const char *)sqlite3_column_text(s, 7)));
+        }
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
@@ -592,6 +612,9 @@ int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
         spec->array_limit = sqlite3_column_int(s, 11);
         spec->retry_base = sqlite3_column_int(s, 12);
         spec->attempts = sqlite3_column_int(s, 13);
+        spec->user = sqlite3_column_type(s, 15) == SQLITE_NULL
+                         ? (uint32_t)getuid() /* not recorded: the daemon's own user's */
+                         : (uint32_t)sqlite3_column_int64(s, 15);
         if (gpu_type != NULL)
             *gpu_type = sqlite3_column_type(s, 14) == SQLITE_NULL
                             ? NULL : xstrdup((const char *)sqlite3_column_text(s, 14));

@@ -55,8 +55,9 @@ struct task_record {
 
 /* Inserts a task (inside a transaction); sets rec->spec.id. Returns -1 on failure. */
 int store_insert_task(struct store *st, struct task_record *rec);
-/* Id of the task submitted with this key, or 0. */
-int64_t store_find_key(struct store *st, const char *key);
+/* Id of the task uid submitted with this key, or 0: keys are per owner (a task without a
+ * recorded owner is the daemon's user's). */
+int64_t store_find_key(struct store *st, const char *key, uid_t uid);
 /* The task's stored state, or -1 if there is no such task. */
 int store_task_state(struct store *st, int64_t id);
 
@@ -77,7 +78,7 @@ int store_attempt_discard(struct store *st, int64_t task, int attempt);
 int store_reset_for_retry(struct store *st, int64_t id);
 
 /* What starting an attempt needs. json fields: command, env, workdir, timeout_ms,
- * array_index. The caller json_decref()s it. NULL if there is no such task. */
+ * array_index, stall_ms, and uid and user when the owner is recorded. The caller json_decref()s it. NULL if there is no such task. */
 json_t *store_task_exec_info(struct store *st, int64_t id);
 
 /* Rebuilds a task's scheduling spec (for restore and retry). deps are allocated into
@@ -95,22 +96,52 @@ typedef void (*store_live_fn)(void *arg, int64_t id, enum task_state state,
                               const struct core_placement *placement, const char *run_dir);
 int store_each_live(struct store *st, store_live_fn fn, void *arg);
 
+/* Calls fn for each attempt that ended at or after since and held GPUs, oldest end first: its
+ * owner's uid, the GPU-seconds it used (GPUs × run time) and when it ended (store/usage.c). */
+typedef void (*store_usage_fn)(void *arg, uint32_t uid, double gpu_seconds, core_time end);
+int store_each_usage(struct store *st, core_time since, store_usage_fn fn, void *arg);
+
 /* Tasks that depend (after-OK) on id and are upstream_failed: for drover retry. *ids is
  * malloc'd. */
 int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids, size_t *n);
 
 /* The `show --json` object of one task (NULL if none). */
 json_t *store_task_json(struct store *st, int64_t id);
-/* `ls --json`: an array of task objects (without per-attempt details). state_filter may be
- * NULL; all = include tasks that ended more than a day ago. */
-json_t *store_list_json(struct store *st, const char *state_filter, bool all, core_time now);
+/* Which tasks a listing holds. */
+struct store_list_filter {
+    const char *state; /* only this state; NULL: any */
+    bool all;          /* include tasks that ended more than a day ago */
+    bool by_owner;     /* only tasks of uid … */
+    uid_t uid;
+    const char *user;  /* … or of this recorded user name (NULL: none) */
+};
+/* `ls --json`: an array of task objects (without per-attempt details). */
+json_t *store_list_json(struct store *st, const struct store_list_filter *f, core_time now);
 
 /* `ls` for people: {"columns": [KEY, …], "tasks": [[VALUE, …], …]}, each row the values of
  * some fields of store_list_json's objects in the order of "columns", which names them by the
  * same keys ("request.gpus" for the gpus of "request") and gives them the same types: one
  * schema, sent once rather than with every row. A fraction of the cost of the full objects
  * with 100,000 tasks. */
-json_t *store_list_brief(struct store *st, const char *state_filter, bool all, core_time now);
+json_t *store_list_brief(struct store *st, const struct store_list_filter *f, core_time now);
+
+/* ---- owners and the audit log (store/audit.c) ---------------------------------------------- */
+
+/* The daemon's own user's login name (or its uid in decimal): the owner of a task or an
+ * experiment whose owner is not recorded. Static storage. */
+const char *store_own_user(void);
+/* Records that user (uid) did op ("cancel", "submit", "exp_stop", …) to target ("task 12",
+ * "experiment alice/sweep1", NULL) with detail (may be NULL), inside the caller's transaction
+ * (the change it records). 0, or -1. */
+int store_audit(struct store *st, int64_t now, uid_t uid, const char *user, const char *op,
+                const char *target, const char *detail);
+/* The audit records at or after `since` (ms), oldest first: [{id, ts, uid, user, op, target,
+ * detail}]. */
+json_t *store_audit_list(struct store *st, int64_t since);
+
+/* Per owner of live tasks, by uid: [{uid, user, running, waiting (held, pending, queued,
+ * retrying), queued, gpus (asked by its running tasks)}]. */
+json_t *store_users(struct store *st);
 
 /* ---- telemetry and what tasks use (store/telemetry.c) ------------------------------------ */
 
@@ -167,9 +198,14 @@ int store_exp_set_next(struct store *st, const char *name, int64_t next_trial);
 int store_exp_set_state(struct store *st, const char *name, const char *state, const char *reason);
 /* Counts one more consecutive failure (or resets the count); returns the count, or -1. */
 int store_exp_failures(struct store *st, const char *name, bool failed);
-/* {name, kind, spec, state, reason, created, seed, next_trial, space, failures}, or NULL. */
+/* {name, kind, spec, state, reason, created, seed, next_trial, space, failures, user, uid}, or
+ * NULL. */
 json_t *store_exp_get(struct store *st, const char *name);
-/* Every experiment with counts of its tasks by state. */
+/* The experiment's owner: *user (malloc'd) and *uid, or *user NULL when none is recorded (the
+ * daemon's user). -1 if there is no such experiment. */
+int store_exp_owner(struct store *st, const char *name, uid_t *uid, char **user);
+int store_exp_set_owner(struct store *st, const char *name, uid_t uid, const char *user);
+/* Every experiment with counts of its tasks by state (and its owner: user, uid). */
 json_t *store_exp_list(struct store *st);
 /* The experiment's task ids in id order — all of them, or only those a stop marked — into *ids
  * (malloc'd). Returns 0, or -1 (nothing allocated). */

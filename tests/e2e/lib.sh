@@ -54,6 +54,10 @@ fail() {
 }
 
 # wait_until TIMEOUT_S CMD...: polls CMD until it succeeds, or fails the test.
+# useradd, userdel, groupadd and groupdel of tests running at once (ctest -j) take turns: the
+# shadow tools fail at once, rather than wait, when another holds the lock on /etc/passwd.
+accounts() { flock /tmp/drover-tests-accounts.lock "$@"; }
+
 wait_until() {
     local limit=$1
     shift

@@ -7,7 +7,7 @@
 
 user=drover-perms-test
 if ! id -u "$user" >/dev/null 2>&1; then
-    useradd --system --no-create-home --shell /usr/sbin/nologin "$user" 2>/dev/null || {
+    accounts useradd --system --no-create-home --shell /usr/sbin/nologin "$user" 2>/dev/null || {
         skip "cannot create the user $user (useradd needs root)"
     }
 fi

@@ -157,7 +157,7 @@ bad() {
 printf 'a,0,10,1\nb,5,-3,1\nc,6,1,1\n' > "$W/bad.csv"
 bad --trace "$W/bad.csv" --cluster 1x1
 [[ "$ERR" == *"bad.csv:2:"* ]] || fail "no file:line in: $ERR"
-printf 'a,0,10,1\nb,5,x,1\nc,6,1,1,0.5,1,extra\n' > "$W/bad2.csv"
+printf 'a,0,10,1\nb,5,x,1\nc,6,1,1,0.5,1,alice,extra\n' > "$W/bad2.csv"
 bad --trace "$W/bad2.csv" --cluster 1x1
 [[ "$ERR" == *"bad2.csv:2:"* ]] || fail "no file:line in: $ERR"
 bad --trace "$W/nope.csv" --cluster 1x1

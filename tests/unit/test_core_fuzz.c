@@ -50,9 +50,9 @@ static unsigned fuzz_rand(struct fuzz *z, unsigned n)
 
 /* ---- internal invariants ------------------------------------------------------------------- */
 
-static void check_queue(const struct core *core)
+/* Checks one ready queue (core's, or a user's under fair share); returns its length. */
+static size_t check_one_queue(const struct core_queue *q)
 {
-    const struct core_queue *q = &core->queue;
     size_t n = 0;
     for (size_t l = 0; l < q->nlevels; l++) {
         if (l > 0)
@@ -71,7 +71,36 @@ static void check_queue(const struct core *core)
         assert_true(q->levels[l].tail == prev);
     }
     assert_int_equal(n, q->n);
+    return n;
+}
+
+/* Every ready task in its queue (core's, or its user's under fair share), and each user's
+ * counts adding up to core's. */
+static void check_queue(const struct core *core)
+{
+    size_t n = check_one_queue(&core->queue);
+    size_t counts[TASK_NSTATES] = {0};
+    int gpus = 0, running = 0;
+    for (size_t i = 0; i < core->users.cap; i++) {
+        if (core->users.keys[i] == 0)
+            continue;
+        const struct core_user *u = core->users.values[i];
+        n += check_one_queue(&u->queue);
+        if (!core->policy.fair_share)
+            assert_int_equal(u->queue.n, 0);
+        for (int st = 0; st < TASK_NSTATES; st++)
+            counts[st] += u->counts[st];
+        assert_true(u->gpus >= 0 && u->running >= 0);
+        gpus += u->gpus;
+        running += u->running;
+    }
     assert_int_equal(n, core->counts[TASK_QUEUED]);
+    assert_memory_equal(counts, core->counts, sizeof counts);
+    assert_int_equal(running, core->nrunning);
+    int want_gpus = 0;
+    for (const struct core_run *run = core->running; run != NULL; run = run->next)
+        want_gpus += run->task->req.gpus > 0 ? run->task->req.gpus : 0;
+    assert_int_equal(gpus, want_gpus);
 }
 
 static void check_retry(const struct core *core)
@@ -281,6 +310,7 @@ static void ev_submit(struct fuzz *z)
     spec.req.time_limit = fuzz_rand(z, 2) ? 1000 * (1 + fuzz_rand(z, 20)) : 0;
     spec.max_retries = (int)fuzz_rand(z, 3);
     spec.hold = fuzz_rand(z, 8) == 0;
+    spec.user = fuzz_rand(z, 3); /* three users: fair share's queues, one per user */
     if (fuzz_rand(z, 5) == 0) {
         spec.array_id = 1000 + fuzz_rand(z, 2);
         spec.array_limit = 2;
@@ -398,6 +428,7 @@ static void test_fuzz_policies(void **state)
         policy.best_fit = seed % 2 == 0;
         policy.aging_ms = seed % 2 ? 0 : 1000;
         policy.max_scan = seed % 5 == 0 ? 2 : 0;
+        policy.fair_share = seed % 7 != 0;
         fuzz_run(100 + seed, policy);
     }
 }

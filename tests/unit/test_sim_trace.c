@@ -220,6 +220,109 @@ static void test_csv(void **state)
     sim_types_free(&types);
 }
 
+/* The csv trace's user column: names interned in order of first appearance, rows without one
+ * "-" (only when some row names a user). */
+static void test_csv_users(void **state)
+{
+    struct sim_types types = {0};
+    struct sim_trace trace;
+    char *err = NULL;
+    const char *p = write_text("users.csv", "job_id,submit_time,duration,gpus,gpu_mem_fraction,"
+                                            "priority,user\n"
+                                            "a,0,10,1,1,0,alice\n"
+                                            "b,1,10,1,0.5,3,bob\n"
+                                            "c,2,10,1\n"
+                                            "d,3,10,1,1,0,alice\n"
+                                            "e,4,10,1,1,0,\n");
+    assert_int_equal(sim_trace_read(p, SIM_FORMAT_CSV, false, &types, &trace, &err), 0);
+    assert_int_equal(trace.n, 5);
+    assert_int_equal(trace.nusers, 3);
+    assert_string_equal(trace.users[0], "alice");
+    assert_string_equal(trace.users[1], "bob");
+    assert_string_equal(trace.users[2], "-");
+    assert_int_equal(trace.jobs[0].user, 0);
+    assert_int_equal(trace.jobs[0].gpu_milli, 1000);
+    assert_int_equal(trace.jobs[0].priority, 0);
+    assert_int_equal(trace.jobs[1].user, 1);
+    assert_int_equal(trace.jobs[1].gpu_milli, 500);
+    assert_int_equal(trace.jobs[1].priority, 3);
+    assert_int_equal(trace.jobs[2].user, 2);
+    assert_int_equal(trace.jobs[3].user, 0);
+    assert_int_equal(trace.jobs[4].user, 2); /* an empty name is "-" too */
+    sim_trace_free(&trace);
+
+    /* No user anywhere: no users at all, every job user 0. */
+    p = write_text("nousers.csv", "a,0,10,1\nb,1,10,1,1,0\n");
+    assert_int_equal(sim_trace_read(p, SIM_FORMAT_CSV, false, &types, &trace, &err), 0);
+    assert_int_equal(trace.nusers, 0);
+    assert_null(trace.users);
+    assert_int_equal(trace.jobs[0].user, 0);
+    assert_int_equal(trace.jobs[1].user, 0);
+    sim_trace_free(&trace);
+    expect_trace_error(SIM_FORMAT_CSV, "a,0,10,1,1,0,alice,more\n",
+                       "1: expected 4 to 7 fields (job_id,submit_time,duration,gpus"
+                       "[,gpu_mem_fraction,priority,user]), found 8");
+    sim_types_free(&types);
+}
+
+/* Synthetic users: deterministic for a seed, the heavy user's share of the work (GPU-time)
+ * honoured, the others alike, the trace's own users replaced. */
+static void test_assign_users(void **state)
+{
+    struct sim_trace trace = {0};
+    const char *why;
+    trace.n = 10000;
+    trace.jobs = xcalloc(trace.n, sizeof *trace.jobs);
+    for (size_t i = 0; i < trace.n; i++) {
+        trace.jobs[i].duration_ms = 1000 * (int64_t)(1 + i % 7);
+        trace.jobs[i].gpus = 1 + (int)(i % 3);
+        trace.jobs[i].gpu_milli = i % 5 == 0 ? 500 : 1000;
+    }
+    assert_int_equal(sim_trace_assign_users(&trace, 10, 0.5, 42, &why), 0);
+    assert_int_equal(trace.nusers, 10);
+    assert_string_equal(trace.users[0], "user1");
+    assert_string_equal(trace.users[9], "user10");
+    size_t count[10] = {0};
+    double work[10] = {0}, total = 0;
+    uint32_t first[20];
+    for (size_t i = 0; i < trace.n; i++) {
+        const struct sim_job *j = &trace.jobs[i];
+        assert_true(j->user < 10);
+        double w = (double)j->duration_ms * j->gpus * j->gpu_milli / 1000;
+        count[j->user]++;
+        work[j->user] += w;
+        total += w;
+        if (i < 20)
+            first[i] = j->user;
+    }
+    assert_true(work[0] / total > 0.499 && work[0] / total < 0.501);
+    size_t light = (trace.n - count[0]) / 9;
+    for (int u = 1; u < 10; u++)
+        assert_in_range(count[u], light * 3 / 4, light * 5 / 4);
+    /* The same seed, the same assignment (and the previous names are replaced, not added). */
+    assert_int_equal(sim_trace_assign_users(&trace, 10, 0.5, 42, &why), 0);
+    assert_int_equal(trace.nusers, 10);
+    for (size_t i = 0; i < 20; i++)
+        assert_int_equal(trace.jobs[i].user, first[i]);
+    /* Another seed, another draw of the light users. */
+    assert_int_equal(sim_trace_assign_users(&trace, 10, 0.5, 43, &why), 0);
+    bool differs = false;
+    for (size_t i = 0; i < 20; i++)
+        differs |= trace.jobs[i].user != first[i];
+    assert_true(differs);
+    assert_int_equal(sim_trace_assign_users(&trace, 3, 1, 1, &why), 0);
+    for (size_t i = 0; i < trace.n; i++)
+        assert_int_equal(trace.jobs[i].user, 0);
+    assert_int_equal(sim_trace_assign_users(&trace, 3, 0, 1, &why), 0);
+    for (size_t i = 0; i < trace.n; i++)
+        assert_true(trace.jobs[i].user != 0);
+    assert_int_equal(sim_trace_assign_users(&trace, 0, 0.5, 1, &why), -1);
+    assert_string_equal(why, "the number of users must be from 1 to 1000");
+    assert_int_equal(sim_trace_assign_users(&trace, 3, 1.5, 1, &why), -1);
+    assert_string_equal(why, "the heavy user's share must be from 0 to 1");
+    sim_trace_free(&trace);
+}
+
 static const char ali_header[] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
                                  "pod_phase,creation_time,deletion_time,scheduled_time\n";
 
@@ -336,11 +439,11 @@ static void test_bad_rows(void **state)
          "num_gpu \"99999999999999999999\" is not a whole number from 0 to 4096"},
         {SIM_FORMAT_ITP, ",1,3,1", "job_id is empty"},
         {SIM_FORMAT_ITP, "a,\"1\",3,1", "quoted fields are not supported"},
-        {SIM_FORMAT_CSV, "a,1,2", "expected 4 to 6 fields (job_id,submit_time,duration,gpus"
-                                  "[,gpu_mem_fraction,priority]), found 3"},
-        {SIM_FORMAT_CSV, "a,1,2,1,0.5,0,7", "expected 4 to 6 fields (job_id,submit_time,"
-                                            "duration,gpus[,gpu_mem_fraction,priority]), "
-                                            "found 7"},
+        {SIM_FORMAT_CSV, "a,1,2", "expected 4 to 7 fields (job_id,submit_time,duration,gpus"
+                                  "[,gpu_mem_fraction,priority,user]), found 3"},
+        {SIM_FORMAT_CSV, "a,1,2,1,0.5,0,u,8", "expected 4 to 7 fields (job_id,submit_time,"
+                                              "duration,gpus[,gpu_mem_fraction,priority,"
+                                              "user]), found 8"},
         {SIM_FORMAT_CSV, "a,1,-2,1", "duration \"-2\" is not a number of seconds >= 0"},
         {SIM_FORMAT_CSV, "a,1,2,x", "gpus \"x\" is not a whole number from 0 to 4096"},
         {SIM_FORMAT_CSV, "a,1,2,1,0", "gpu_mem_fraction \"0\" is not a number in (0,1]"},
@@ -402,8 +505,8 @@ static void test_bad_rows(void **state)
 
     /* line numbers count blank and comment lines, and a header that is not there */
     expect_trace_error(SIM_FORMAT_CSV, "# c\n\nok,1,1,1\n\n# c\nbad,1,1\n",
-                       "6: expected 4 to 6 fields (job_id,submit_time,duration,gpus"
-                       "[,gpu_mem_fraction,priority]), found 3");
+                       "6: expected 4 to 7 fields (job_id,submit_time,duration,gpus"
+                       "[,gpu_mem_fraction,priority,user]), found 3");
     /* comments are a csv thing only */
     expect_trace_error(SIM_FORMAT_ITP, "# c\n", "1: expected 4 fields (job_id,submission_time,"
                                                 "duration,num_gpu), found 1");
@@ -815,6 +918,8 @@ int main(void)
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_itp),
         cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_csv_users),
+        cmocka_unit_test(test_assign_users),
         cmocka_unit_test(test_alibaba),
         cmocka_unit_test(test_alibaba_header_checked),
         cmocka_unit_test(test_bad_rows),
