@@ -41,7 +41,7 @@ _drover() {
         return 0
     fi
     case $cmd in
-        show|logs|cancel|retry|hold|release|wait)
+        show|logs|cancel|retry|hold|release|priority|wait)
             COMPREPLY=($(compgen -W "$(_drover_task_ids)" -- "$cur")) ;;
         exp) [ "$sub" = run ] && COMPREPLY=($(compgen -f -- "$cur")) ;;
         simulate) COMPREPLY=($(compgen -f -- "$cur")) ;;

@@ -8,11 +8,11 @@
 
 extern const struct cmd_entry cmd_submit, cmd_ls, cmd_show, cmd_logs, cmd_cancel, cmd_retry,
     cmd_hold, cmd_release, cmd_wait, cmd_gpus, cmd_top, cmd_exp, cmd_simulate, cmd_drain, cmd_undrain, cmd_shutdown,
-    cmd_whoami, cmd_version, cmd_audit, cmd_users;
+    cmd_whoami, cmd_version, cmd_audit, cmd_users, cmd_priority;
 
 const struct cmd_entry *const cli_commands[] = {
     &cmd_submit, &cmd_ls,      &cmd_show,  &cmd_logs,  &cmd_cancel,  &cmd_retry,
-    &cmd_hold,   &cmd_release, &cmd_wait,  &cmd_gpus,  &cmd_top, &cmd_exp, &cmd_simulate, &cmd_drain,   &cmd_undrain,
+    &cmd_hold,   &cmd_release, &cmd_priority, &cmd_wait,  &cmd_gpus,  &cmd_top, &cmd_exp, &cmd_simulate, &cmd_drain,   &cmd_undrain,
     &cmd_shutdown, &cmd_whoami, &cmd_version, &cmd_audit, &cmd_users, NULL,
 };
 
@@ -80,7 +80,10 @@ static int cmd_parse(const struct cmd_entry *cmd, int argc, char **argv, struct 
             i++;
             break;
         }
-        if (a[0] != '-' || a[1] == '\0') {
+        /* "-", and a negative number (drover priority -5 12), are arguments: no option is a
+         * digit (a command's tail still starts only at its first word or after --). */
+        bool number = a[1] >= '0' && a[1] <= '9' && !cmd->command_tail;
+        if (a[0] != '-' || a[1] == '\0' || number) {
             if (cmd->command_tail)
                 break;
             args->argv = xrealloc(args->argv, (size_t)(args->argc + 2) * sizeof(char *));

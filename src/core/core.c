@@ -1,4 +1,5 @@
-/* The scheduler's object, its tasks, and the user events (submit, cancel, hold, release).
+/* The scheduler's object, its tasks, and the user events (submit, cancel, hold, release,
+ * priority).
  *
  * Every live task is in core->tasks (id -> task). Where else it is follows from its state and
  * is kept so by core_task_move(): QUEUED tasks are in the ready queue, RETRYING ones in the
@@ -327,6 +328,28 @@ int core_release(struct core *core, int64_t id, core_time now, struct core_actio
     enum task_state to = t->unresolved > 0 ? TASK_PENDING : TASK_QUEUED;
     core_task_move(core, t, to);
     core_emit_state(out, t->id, to, CORE_REASON_RELEASED, 0, 0);
+    return 0;
+}
+
+int core_set_priority(struct core *core, int64_t id, int priority, const char **why)
+{
+    struct core_task *t = core_live(core, id, why);
+    if (t == NULL)
+        return -1;
+    if (t->state == TASK_RUNNING) {
+        if (why != NULL)
+            *why = "it is running (a priority only orders tasks waiting to start)";
+        return -1;
+    }
+    /* A queued task moves to its new priority's list with its ready time: its place among the
+     * others is where it would have been had it been submitted with this priority, and the
+     * time it has waited still counts for aging. */
+    struct core_queue *queue = t->in_queue ? core_task_queue(core, t) : NULL;
+    if (queue != NULL)
+        core_queue_remove(queue, t);
+    t->priority = priority;
+    if (queue != NULL)
+        core_queue_insert(queue, t);
     return 0;
 }
 

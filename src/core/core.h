@@ -258,6 +258,14 @@ int core_hold(struct core *core, int64_t id, core_time now, struct core_actions 
 int core_release(struct core *core, int64_t id, core_time now, struct core_actions *out,
                  const char **why);
 
+/* Gives a task that has not started (held, pending, queued or retrying) a new priority; a
+ * queued one keeps its ready time, so the time it has waited still counts for aging. Appends
+ * nothing: the state does not change, and the driver records the priority itself. Returns -1
+ * with a static reason in *why for a running task or one that is not live (nothing changed).
+ * Cost: O(log levels) plus, for a queued task, a walk back from the tail of its new priority's
+ * list past the tasks that became ready after it. */
+int core_set_priority(struct core *core, int64_t id, int priority, const char **why);
+
 /* How an attempt ended. */
 enum core_outcome {
     CORE_OUTCOME_SUCCESS,

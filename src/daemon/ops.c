@@ -3,6 +3,7 @@
  * too); a bad one gets an error reply (code 2) and changes nothing. */
 #include "daemon/daemon.h"
 #include "util/proto.h"
+#include "util/request.h"
 #include "util/xalloc.h"
 
 #include <pwd.h>
@@ -226,6 +227,8 @@ static json_t *op_show(struct daemon *d, struct conn *c, json_t *req)
 typedef int (*core_user_fn)(struct core *, int64_t, core_time, struct core_actions *,
                             const char **);
 
+static json_t *each_finish(struct daemon *d, json_t *failures, bool lost);
+
 /* cancel, hold and release: all ids must exist and be the peer's (or the peer an admin);
  * each is applied in turn, and audited in the transaction of its change. */
 static json_t *op_each(struct daemon *d, struct conn *c, json_t *req, core_user_fn fn,
@@ -268,6 +271,14 @@ static json_t *op_each(struct daemon *d, struct conn *c, json_t *req, core_user_
         }
     }
     free(ids);
+    return each_finish(d, failures, lost);
+}
+
+/* Commits what op_each or op_priority changed and answers: ok, or the first of failures (each
+ * a line naming a task it could not change; the others were changed). Takes failures. */
+static json_t *each_finish(struct daemon *d, json_t *failures, bool lost)
+{
+    json_t *err;
     /* The audit records and the changes are one transaction (daemon_apply_txn): a failure
      * loses both while core holds the changes, so the daemon stops and recovers from the store,
      * as after a submission that could not be committed. */
@@ -306,6 +317,62 @@ static json_t *op_hold(struct daemon *d, struct conn *c, json_t *req)
 static json_t *op_release(struct daemon *d, struct conn *c, json_t *req)
 {
     return op_each(d, c, req, core_release, "release");
+}
+
+/* priority: like op_each, for tasks that have not started; in system mode a priority above 0
+ * is for admins, as at submit (users may lower their own). */
+static json_t *op_priority(struct daemon *d, struct conn *c, json_t *req)
+{
+    const struct request_field *field = request_field("priority");
+    long long priority;
+    int64_t *ids;
+    size_t n;
+    json_t *err = NULL;
+    if (json_object_get(req, "priority") == NULL)
+        return reply_error(2, "no priority given");
+    if (ops_get_int(req, "priority", field->min, field->max, 0, &priority, &err) < 0 ||
+        ops_get_ids(req, "ids", &ids, &n, &err) < 0)
+        return err;
+    if (n == 0) {
+        free(ids);
+        return reply_error(2, "no task ids given");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!ops_may_task(d, c, ids[i], &err)) {
+            free(ids);
+            return err;
+        }
+    }
+    if (priority > 0 && !ops_admin_only(d, c, "a priority above 0", &err)) {
+        free(ids);
+        return err;
+    }
+    json_t *failures = json_array();
+    bool lost = false;
+    char detail[32];
+    snprintf(detail, sizeof detail, "priority %lld", priority);
+    store_begin(d->store);
+    for (size_t i = 0; i < n; i++) {
+        const char *why = NULL;
+        int state = core_task_state(d->core, ids[i]);
+        if (state < 0 || task_state_terminal(state)) {
+            json_array_append_new(failures, json_sprintf("cannot change the priority of task"
+                                                         " %lld: it has already ended (%s)",
+                                                         (long long)ids[i],
+                                                         task_state_name(ops_task_state(d,
+                                                                                 ids[i]))));
+        } else if (core_set_priority(d->core, ids[i], (int)priority, &why) < 0) {
+            json_array_append_new(failures, json_sprintf("cannot change the priority of task"
+                                                         " %lld: %s", (long long)ids[i], why));
+        } else if (!lost) {
+            char target[48];
+            snprintf(target, sizeof target, "task %lld", (long long)ids[i]);
+            lost = store_set_priority(d->store, ids[i], (int)priority) < 0 ||
+                   ops_audit(d, c, "priority", target, detail) < 0;
+        }
+    }
+    free(ids);
+    return each_finish(d, failures, lost);
 }
 
 static json_t *op_drain(struct daemon *d, struct conn *c, json_t *req)
@@ -445,6 +512,7 @@ static const struct op_entry {
     {"ls", op_ls, false},             {"show", op_show, false},
     {"cancel", op_cancel, false},     {"retry", op_retry, true},
     {"hold", op_hold, false},         {"release", op_release, false},
+    {"priority", op_priority, false},
     {"wait", op_wait, false},         {"gpus", op_gpus, false},
     {"drain", op_drain, false},       {"shutdown", op_shutdown, false},
     {"exp_run", op_exp_run, true},    {"exp_ls", op_exp_ls, false},

@@ -16,4 +16,9 @@ int store_step_once(sqlite3_stmt *s);
  * store_error_code(), as the store's own statements do; returns -1. */
 int store_failed(struct store *st, int rc);
 
+/* Replaces the error store_error() reports (takes msg, malloc'd). */
+void store_set_error(struct store *st, char *msg);
+/* Applies the migrations the database lacks (store/migrate.c); 0, or -1 with the error set. */
+int store_migrate(struct store *st);
+
 #endif

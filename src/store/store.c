@@ -10,71 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The schema, one entry per version: store_migrate() applies those above user_version. */
-static const char *const store_migrations[] = {
-    "CREATE TABLE envs (id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);"
-    "CREATE TABLE tasks ("
-    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " name TEXT, state TEXT NOT NULL, reason TEXT,"
-    " command TEXT NOT NULL, workdir TEXT NOT NULL, env_id INTEGER NOT NULL REFERENCES envs(id),"
-    " idem_key TEXT UNIQUE,"
-    " priority INTEGER NOT NULL, gpus INTEGER NOT NULL, gpu_mem INTEGER NOT NULL,"
-    " cpus INTEGER NOT NULL, mem INTEGER NOT NULL, timeout_ms INTEGER NOT NULL,"
-    " retries INTEGER NOT NULL, backoff TEXT NOT NULL, deps TEXT NOT NULL,"
-    " array_id INTEGER NOT NULL, array_index INTEGER NOT NULL, array_limit INTEGER NOT NULL,"
-    " submit_time INTEGER NOT NULL, ready_time INTEGER NOT NULL DEFAULT 0,"
-    " retry_at INTEGER NOT NULL DEFAULT 0, end_time INTEGER,"
-    " attempts INTEGER NOT NULL DEFAULT 0, base_attempts INTEGER NOT NULL DEFAULT 0);"
-    "CREATE INDEX tasks_live ON tasks(state) WHERE state NOT IN"
-    " ('succeeded','failed','timed_out','cancelled','upstream_failed');"
-    "CREATE INDEX tasks_end ON tasks(end_time);"
-    "CREATE TABLE attempts ("
-    " task_id INTEGER NOT NULL REFERENCES tasks(id), n INTEGER NOT NULL,"
-    " start_ms INTEGER NOT NULL, end_ms INTEGER, exit_code INTEGER, signal INTEGER,"
-    " outcome TEXT, reason TEXT, node INTEGER NOT NULL, gpus TEXT NOT NULL,"
-    " gpu_mem INTEGER NOT NULL, run_dir TEXT NOT NULL, PRIMARY KEY (task_id, n));"
-    "CREATE INDEX attempts_open ON attempts(task_id) WHERE end_ms IS NULL;",
-    "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
-    /* GPU telemetry (issue 4): what tasks use, and the GPUs' series. */
-    "ALTER TABLE tasks ADD COLUMN profile TEXT;"
-    "ALTER TABLE tasks ADD COLUMN stall_ms INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE tasks ADD COLUMN claim_source TEXT;"
-    "ALTER TABLE attempts ADD COLUMN peak_gpu_mem INTEGER;"
-    "ALTER TABLE attempts ADD COLUMN mean_gpu_util REAL;"
-    "CREATE INDEX tasks_profile ON tasks(profile);"
-    "CREATE TABLE gpu_samples (ts INTEGER NOT NULL, gpu INTEGER NOT NULL, util INTEGER,"
-    " mem_used INTEGER, temp INTEGER, power_mw INTEGER);"
-    "CREATE INDEX gpu_samples_ts ON gpu_samples(ts);"
-    "CREATE TABLE gpu_minutes (ts INTEGER NOT NULL, gpu INTEGER NOT NULL, util REAL,"
-    " mem_used REAL, temp REAL, power_mw REAL, n INTEGER NOT NULL, PRIMARY KEY (ts, gpu));",
-    /* Experiments (issue 5): a template's tasks, their metrics, early stopping. */
-    "CREATE TABLE experiments (name TEXT PRIMARY KEY, kind TEXT NOT NULL, spec TEXT NOT NULL,"
-    " state TEXT NOT NULL, reason TEXT, created INTEGER NOT NULL, seed INTEGER NOT NULL,"
-    " next_trial INTEGER NOT NULL, space INTEGER NOT NULL, failures INTEGER NOT NULL DEFAULT 0);"
-    "CREATE TABLE trials (exp TEXT NOT NULL REFERENCES experiments(name), trial INTEGER NOT NULL,"
-    " task_id INTEGER NOT NULL UNIQUE REFERENCES tasks(id), stage TEXT, params TEXT NOT NULL,"
-    " stopped_early INTEGER NOT NULL DEFAULT 0, stop_reason TEXT, rung INTEGER,"
-    " PRIMARY KEY (exp, task_id));"
-    "CREATE TABLE metrics (task_id INTEGER NOT NULL, step INTEGER NOT NULL, name TEXT NOT NULL,"
-    " value REAL NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (task_id, name, step));",
-    /* One request model (issue 10): the GPU type pattern a task asked for, matched again
-     * against the machine's GPUs whenever the task is restored or retried. */
-    "ALTER TABLE tasks ADD COLUMN gpu_type TEXT;",
-    /* A shared machine (issue 15): each task's owner, as the kernel named the submitter. NULL
-     * for tasks of a per-user daemon from before: their owner is the daemon's user. */
-    "ALTER TABLE tasks ADD COLUMN uid INTEGER; ALTER TABLE tasks ADD COLUMN user TEXT;",
-    /* Issue 15, ownership: an idempotency key is its owner's (task_key, unique per uid; the
-     * old idem_key column, unique across everyone, is left empty), experiments record their
-     * owner, and the audit log records what people did. */
-    "ALTER TABLE tasks ADD COLUMN task_key TEXT;"
-    "UPDATE tasks SET task_key = idem_key, idem_key = NULL WHERE idem_key IS NOT NULL;"
-    "CREATE UNIQUE INDEX tasks_key ON tasks(uid, task_key) WHERE task_key IS NOT NULL;"
-    "ALTER TABLE experiments ADD COLUMN uid INTEGER; ALTER TABLE experiments ADD COLUMN user TEXT;"
-    "CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER NOT NULL,"
-    " uid INTEGER NOT NULL, user TEXT NOT NULL, op TEXT NOT NULL, target TEXT, detail TEXT);"
-    "CREATE INDEX audit_ts ON audit(ts);",
-};
-
 enum {
     Q_INSERT_ENV, Q_FIND_ENV, Q_INSERT_TASK, Q_FIND_KEY, Q_STATE, Q_SET_STATE, Q_ATT_START,
     Q_ATT_END, Q_EXEC_INFO, Q_SPEC, Q_NQUERIES
@@ -120,6 +55,12 @@ struct store {
     int code; /* SQLite's primary result code of that error */
 };
 
+void store_set_error(struct store *st, char *msg)
+{
+    free(st->error);
+    st->error = msg;
+}
+
 int store_exec(struct store *st, const char *sql)
 {
     char *msg = NULL;
@@ -130,37 +71,6 @@ int store_exec(struct store *st, const char *sql)
         st->code = rc & 0xff;
         sqlite3_free(msg);
         return -1;
-    }
-    return 0;
-}
-
-static int store_migrate(struct store *st)
-{
-    sqlite3_stmt *s;
-    int version = 0, n = (int)(sizeof store_migrations / sizeof store_migrations[0]);
-    if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW)
-        version = sqlite3_column_int(s, 0);
-    sqlite3_finalize(s);
-    if (version > n) {
-        free(st->error);
-        st->error = xasprintf("database schema %d is newer than this drover (%d)", version, n);
-        return -1;
-    }
-    for (int v = version; v < n; v++) {
-        char *bump = xasprintf("PRAGMA user_version = %d", v + 1);
-        int rc = store_exec(st, "BEGIN IMMEDIATE");
-        if (rc == 0)
-            rc = store_exec(st, store_migrations[v]);
-        if (rc == 0)
-            rc = store_exec(st, bump);
-        free(bump);
-        if (rc == 0)
-            rc = store_exec(st, "COMMIT");
-        if (rc < 0) {
-            store_exec(st, "ROLLBACK");
-            return -1;
-        }
     }
     return 0;
 }
@@ -471,6 +381,15 @@ int store_set_array(struct store *st, int64_t first, int64_t last)
 {
     char *sql = xasprintf("UPDATE tasks SET array_id = %lld WHERE id BETWEEN %lld AND %lld",
                           (long long)first, (long long)first, (long long)last);
+    int rc = store_exec(st, sql);
+    free(sql);
+    return rc;
+}
+
+int store_set_priority(struct store *st, int64_t id, int priority)
+{
+    char *sql = xasprintf("UPDATE tasks SET priority = %d WHERE id = %lld", priority,
+                          (long long)id);
     int rc = store_exec(st, sql);
     free(sql);
     return rc;

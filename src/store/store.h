@@ -74,6 +74,8 @@ int store_attempt_end(struct store *st, int64_t task, int attempt, core_time sta
 int store_set_array(struct store *st, int64_t first, int64_t last);
 /* Forgets attempt n, which never ran (the daemon died before spawning it). */
 int store_attempt_discard(struct store *st, int64_t task, int attempt);
+/* A waiting task's new priority (drover priority). */
+int store_set_priority(struct store *st, int64_t id, int priority);
 /* Marks a task queued again with fresh retry budget (drover retry). */
 int store_reset_for_retry(struct store *st, int64_t id);
 

@@ -160,6 +160,15 @@ low=$(as "$A" "$DROVER" submit --priority -3 -- true)
 expect_eq "$(state_of "$low" >/dev/null; field_of "$low" '["priority"]')" -3 "A's lowered priority"
 hi=$(as "$C" "$DROVER" submit --priority 5 -- true)
 expect_eq "$(field_of "$hi" '["priority"]')" 5 "the admin's priority"
+w=$(as "$A" "$DROVER" submit --hold -- true)
+not_permitted "$A" as "$B" "$DROVER" priority -1 "$w"
+expect_exit 4 as "$A" "$DROVER" priority 5 "$w"
+case "$ERR" in *"not permitted: a priority above 0 is for admins"*) ;; *) fail "got: $ERR" ;; esac
+expect_exit 0 as "$A" "$DROVER" priority -4 "$w"
+expect_eq "$(field_of "$w" '["priority"]')" -4 "A's task after drover priority -4"
+expect_exit 0 as "$C" "$DROVER" priority 7 "$w"
+expect_eq "$(field_of "$w" '["priority"]')" 7 "A's task after the admin's drover priority 7"
+as "$A" "$DROVER" cancel "$w"
 
 t "idempotency keys are per owner"
 ka=$(as "$A" "$DROVER" submit --key shared-key -- true)
