@@ -3,6 +3,7 @@
  * through the lifecycle (exp_event), in one transaction with what it does to the tasks. */
 #include "daemon/exp-internal.h"
 #include "daemon/ops.h"
+#include "daemon/owner.h"
 #include "daemon/request.h"
 #include "exp/settings.h"
 #include "util/xalloc.h"
@@ -152,6 +153,15 @@ json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
     }
     if (store_exp_exists(d->store, name)) {
         reply = reply_error(2, EXP_EXISTS_ADVICE, name, exp_base_name(name));
+        goto out;
+    }
+    /* Its tasks run as its owner in workdir: refused now, as a submit is, if the owner cannot
+     * enter it (daemon/owner.c). */
+    const struct peer *owner = conn_peer(c);
+    int enter = daemon_owner_can_enter(owner->name, owner->uid, owner->gid, workdir, &why);
+    if (enter != 1) {
+        reply = reply_error(enter == 0 ? 2 : 1, "%s", why);
+        free(why);
         goto out;
     }
     struct exp_facts facts = {.name = name};

@@ -96,6 +96,15 @@ expect_eq "$ERR" "drover submit: $B cannot enter $SYS/a-work: Permission denied"
 # Even when the client already sits in it (root put it there): the kernel's check, not the path's.
 expect_exit 2 bash -c "cd '$SYS/a-work' && HOME=/root setpriv --reuid=$B --regid=$B --init-groups '$DROVER' submit -- true"
 
+t "drover exp run from a workdir its owner cannot enter: refused the same way, nothing stored"
+printf 'apiVersion: drover/v1\nkind: Experiment\nmetadata: {name: nowhere}\nspec:\n  command: [true]\n' \
+    > "$SYS/nowhere.yaml"
+chmod 0644 "$SYS/nowhere.yaml"
+expect_exit 2 bash -c "cd '$SYS/a-work' && HOME=/root setpriv --reuid=$B --regid=$B --init-groups '$DROVER' exp run '$SYS/nowhere.yaml'"
+expect_eq "$ERR" "drover exp: $B cannot enter $SYS/a-work: Permission denied" "the refusal"
+[ -z "$("$DROVER" exp ls --json | python3 -c 'import json,sys; print(" ".join(e["name"] for e in json.load(sys.stdin)))')" ] ||
+    fail "an experiment was stored"
+
 t "the owner's supplementary groups count: a group-shared workdir"
 mkdir "$SYS/g-work"
 chgrp "$G" "$SYS/g-work"
