@@ -26,7 +26,10 @@ char *exec_spec_encode(const struct exec_spec *spec);
 void exec_spec_decode(json_t *o, struct exec_spec *spec);
 void exec_spec_release(struct exec_spec *spec);
 
-/* zygote.c: has the zygote fork the supervisor; its pid or -1 with *err. */
+/* zygote.c: has the zygote fork the supervisor; its pid, or -1 with *err, or EXEC_ZYGOTE_GONE
+ * when the zygote was gone before the request reached it (nothing can have been forked: the
+ * caller may spawn the supervisor itself). */
+#define EXEC_ZYGOTE_GONE (-2)
 pid_t exec_zygote_fork(const struct exec_spec *spec, int dir_fd, int lock_fd, int ready_fd,
                        char **err);
 

@@ -61,7 +61,11 @@ static pid_t exec_fork_supervisor(const struct exec_spec *spec, int dir_fd, int 
         return -1;
     }
     pid_t pid = exec_zygote_running() ? exec_zygote_fork(spec, dir_fd, lock_fd, ready[1], err)
-                                      : exec_spawn_supervisor(spec, dir_fd, lock_fd, ready[1], err);
+                                      : EXEC_ZYGOTE_GONE;
+    /* No zygote, or one that died before it got this request (the daemon sees it go and
+     * starts another): the attempt is not lost for that, it is spawned from here. */
+    if (pid == EXEC_ZYGOTE_GONE)
+        pid = exec_spawn_supervisor(spec, dir_fd, lock_fd, ready[1], err);
     close(ready[1]);
     if (pid == -1) {
         close(ready[0]);

@@ -118,6 +118,10 @@ pid_t exec_zygote_fork(const struct exec_spec *spec, int dir_fd, int lock_fd, in
     ssize_t sent;
     while ((sent = sendmsg(zygote_fd, &msg, MSG_NOSIGNAL)) == -1 && errno == EINTR)
         ;
+    if (sent == -1 && (errno == EPIPE || errno == ECONNRESET)) {
+        free(text); /* it died (a kill, a crash) before it could read anything */
+        return EXEC_ZYGOTE_GONE;
+    }
     int rc = sent == (ssize_t)sizeof hdr ? io_write_all(zygote_fd, text, len) : -1;
     free(text);
     struct zygote_record rec;
