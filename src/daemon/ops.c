@@ -229,6 +229,25 @@ typedef int (*core_user_fn)(struct core *, int64_t, core_time, struct core_actio
 
 static json_t *each_finish(struct daemon *d, json_t *failures, bool lost);
 
+/* The request's "ids": at least one, each the peer's (or the peer an admin). NULL with *ids
+ * (malloc'd) and *n, or an error reply. */
+static json_t *each_ids(struct daemon *d, struct conn *c, json_t *req, int64_t **ids, size_t *n)
+{
+    json_t *err = NULL;
+    if (ops_get_ids(req, "ids", ids, n, &err) < 0)
+        return err;
+    if (*n == 0)
+        err = reply_error(2, "no task ids given");
+    for (size_t i = 0; i < *n && err == NULL; i++)
+        if (!ops_may_task(d, c, (*ids)[i], &err)) /* it set err */
+            break;
+    if (err != NULL) {
+        free(*ids);
+        *ids = NULL;
+    }
+    return err;
+}
+
 /* cancel, hold and release: all ids must exist and be the peer's (or the peer an admin);
  * each is applied in turn, and audited in the transaction of its change. */
 static json_t *op_each(struct daemon *d, struct conn *c, json_t *req, core_user_fn fn,
@@ -236,19 +255,9 @@ static json_t *op_each(struct daemon *d, struct conn *c, json_t *req, core_user_
 {
     int64_t *ids;
     size_t n;
-    json_t *err = NULL;
-    if (ops_get_ids(req, "ids", &ids, &n, &err) < 0)
+    json_t *err = each_ids(d, c, req, &ids, &n);
+    if (err != NULL)
         return err;
-    if (n == 0) {
-        free(ids);
-        return reply_error(2, "no task ids given");
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!ops_may_task(d, c, ids[i], &err)) {
-            free(ids);
-            return err;
-        }
-    }
     json_t *failures = json_array();
     bool lost = false;
     store_begin(d->store);
@@ -331,18 +340,8 @@ static json_t *op_priority(struct daemon *d, struct conn *c, json_t *req)
     if (json_object_get(req, "priority") == NULL)
         return reply_error(2, "no priority given");
     if (ops_get_int(req, "priority", field->min, field->max, 0, &priority, &err) < 0 ||
-        ops_get_ids(req, "ids", &ids, &n, &err) < 0)
+        (err = each_ids(d, c, req, &ids, &n)) != NULL)
         return err;
-    if (n == 0) {
-        free(ids);
-        return reply_error(2, "no task ids given");
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!ops_may_task(d, c, ids[i], &err)) {
-            free(ids);
-            return err;
-        }
-    }
     if (priority > 0 && !ops_admin_only(d, c, "a priority above 0", &err)) {
         free(ids);
         return err;

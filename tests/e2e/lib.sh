@@ -98,15 +98,15 @@ done_testing() { echo "ok: $TESTS_RUN checks in $(basename "$0")"; }
 # triggered before it has run. The options must describe a task that can start now.
 barrier() { "$DROVER" wait "$("$DROVER" submit "$@" -- true)" >/dev/null; }
 
-# send_request: sends the JSON request read from stdin straight to the daemon's socket, as the
-# CLI frames one (4-byte big-endian length, then the JSON), and prints the reply's JSON on one
-# line; fails if the daemon closes the connection first. For requests the CLI would not send.
-send_request() {
-    python3 -c '
-import os, socket, struct, sys
+# send_request [SOCKET]: sends the JSON request read from stdin straight to the daemon's socket
+# (default $DROVER_HOME's), as the CLI frames one (4-byte big-endian length, then the JSON), and
+# prints the reply's JSON on one line; fails if the daemon closes the connection first. For
+# requests the CLI would not send. As another user: `as USER python3 -c "$SEND_REQUEST_PY" SOCK`.
+SEND_REQUEST_PY='
+import socket, struct, sys
 body = sys.stdin.buffer.read().rstrip(b"\n")
 s = socket.socket(socket.AF_UNIX)
-s.connect(os.environ["DROVER_HOME"] + "/drover.sock")
+s.connect(sys.argv[1])
 s.sendall(struct.pack(">I", len(body)) + body)
 def read(n):
     buf = b""
@@ -118,6 +118,27 @@ def read(n):
     return buf
 print(read(struct.unpack(">I", read(4))[0]).decode())
 '
+send_request() { python3 -c "$SEND_REQUEST_PY" "${1:-$DROVER_HOME/drover.sock}"; }
+
+# system_daemon_stop PID STATE-DIR: stops a system daemon a test started (SIGTERM, then SIGKILL
+# if it lingers) and kills what its tasks left running: each attempt's process group and
+# supervisor, from the run directories' pid files.
+system_daemon_stop() {
+    local pid=$1 state=$2 f sup pgid
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 200); do
+            proc_gone "$pid" && break
+            sleep 0.05
+        done
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    for f in "$state"/runs/*/*/pid; do
+        [ -f "$f" ] || continue
+        read -r sup pgid < "$f" || true
+        [ -n "${pgid:-}" ] && [ "$pgid" -gt 0 ] && kill -9 -- "-$pgid" 2>/dev/null || true
+        [ -n "${sup:-}" ] && kill -9 "$sup" 2>/dev/null || true
+    done
 }
 
 # proc_gone PID: the process no longer exists, or is a zombie nobody reaped (a killed

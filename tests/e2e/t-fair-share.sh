@@ -17,20 +17,7 @@ STATE=$SYS/state SOCK=$SYS/run/drover.sock GATES=$SYS/gates
 DAEMON_PID=
 
 fair_cleanup() {
-    if [ -n "$DAEMON_PID" ]; then
-        kill "$DAEMON_PID" 2>/dev/null || true
-        for _ in $(seq 200); do
-            proc_gone "$DAEMON_PID" && break
-            sleep 0.05
-        done
-        kill -9 "$DAEMON_PID" 2>/dev/null || true
-    fi
-    for f in "$STATE"/runs/*/*/pid; do
-        [ -f "$f" ] || continue
-        read -r sup pgid < "$f" || true
-        [ -n "${pgid:-}" ] && [ "$pgid" -gt 0 ] && kill -9 -- "-$pgid" 2>/dev/null || true
-        [ -n "${sup:-}" ] && kill -9 "$sup" 2>/dev/null || true
-    done
+    system_daemon_stop "$DAEMON_PID" "$STATE"
     for u in "$A" "$B"; do accounts userdel "$u" 2>/dev/null || true; done
     rm -rf "$SYS"
 }

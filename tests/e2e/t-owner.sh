@@ -20,20 +20,7 @@ SOCK=$SYS/run/drover.sock
 DAEMON_PID=
 
 owner_cleanup() {
-    if [ -n "$DAEMON_PID" ]; then
-        DROVER_SOCKET=$SOCK "$DROVER" shutdown >/dev/null 2>&1 || kill "$DAEMON_PID" 2>/dev/null || true
-        for _ in $(seq 200); do
-            proc_gone "$DAEMON_PID" && break
-            sleep 0.05
-        done
-        kill -9 "$DAEMON_PID" 2>/dev/null || true
-    fi
-    for f in "$STATE"/runs/*/*/pid; do
-        [ -f "$f" ] || continue
-        read -r sup pgid < "$f" || true
-        [ -n "${pgid:-}" ] && [ "$pgid" -gt 0 ] && kill -9 -- "-$pgid" 2>/dev/null || true
-        [ -n "${sup:-}" ] && kill -9 "$sup" 2>/dev/null || true
-    done
+    system_daemon_stop "$DAEMON_PID" "$STATE"
     accounts userdel "$A" 2>/dev/null || true
     accounts userdel "$B" 2>/dev/null || true
     accounts groupdel "$G" 2>/dev/null || true

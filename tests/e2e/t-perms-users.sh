@@ -19,20 +19,7 @@ STATE=$SYS/state SOCK=$SYS/run/drover.sock
 DAEMON_PID=
 
 perms_cleanup() {
-    if [ -n "$DAEMON_PID" ]; then
-        kill "$DAEMON_PID" 2>/dev/null || true
-        for _ in $(seq 200); do
-            proc_gone "$DAEMON_PID" && break
-            sleep 0.05
-        done
-        kill -9 "$DAEMON_PID" 2>/dev/null || true
-    fi
-    for f in "$STATE"/runs/*/*/pid; do
-        [ -f "$f" ] || continue
-        read -r sup pgid < "$f" || true
-        [ -n "${pgid:-}" ] && [ "$pgid" -gt 0 ] && kill -9 -- "-$pgid" 2>/dev/null || true
-        [ -n "${sup:-}" ] && kill -9 "$sup" 2>/dev/null || true
-    done
+    system_daemon_stop "$DAEMON_PID" "$STATE"
     for u in "$A" "$B" "$C"; do accounts userdel "$u" 2>/dev/null || true; done
     accounts groupdel "$G" 2>/dev/null || true
     rm -rf "$SYS"
@@ -67,24 +54,7 @@ as() {
 }
 json_get() { python3 -c "import json,sys; v=json.load(sys.stdin)$1; print(json.dumps(v) if not isinstance(v,str) else v)"; }
 # raw USER: the JSON request on stdin sent as USER straight to the socket; prints the reply.
-raw() {
-    as "$1" python3 -c '
-import socket, struct, sys
-body = sys.stdin.buffer.read().rstrip(b"\n")
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.sendall(struct.pack(">I", len(body)) + body)
-def read(n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            sys.exit("the daemon closed the connection")
-        buf += chunk
-    return buf
-print(read(struct.unpack(">I", read(4))[0]).decode())
-' "$SOCK"
-}
+raw() { as "$1" python3 -c "$SEND_REQUEST_PY" "$SOCK"; }
 # not_permitted OWNER CMD…: CMD exits 4 with one line naming OWNER.
 not_permitted() {
     local owner=$1

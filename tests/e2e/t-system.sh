@@ -94,24 +94,9 @@ owner=$(sqlite3 "file:$SYS/drover.db?mode=ro" "SELECT uid || ' ' || user FROM ta
 expect_eq "$owner" "$(id -u "$alice") $alice" "the owner recorded for task $id"
 
 t "a raw request claiming another identity is recorded as the sender's"
-raw=$(runuser -u "$alice" -- python3 -c '
-import json, os, socket, struct, sys
-req = {"v": 1, "op": "submit", "command": ["true"], "uid": 0, "user": "root", "gid": 0,
-       "peer": {"uid": 0, "user": "root", "admin": True}, "env": {}, "workdir": "/"}
-body = json.dumps(req).encode()
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.sendall(struct.pack(">I", len(body)) + body)
-def read(n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            sys.exit("closed")
-        buf += chunk
-    return buf
-print(read(struct.unpack(">I", read(4))[0]).decode())
-' "$SOCK")
+raw=$(printf '%s' '{"v": 1, "op": "submit", "command": ["true"], "uid": 0, "user": "root", "gid": 0,
+  "peer": {"uid": 0, "user": "root", "admin": true}, "env": {}, "workdir": "/"}' |
+    runuser -u "$alice" -- python3 -c "$SEND_REQUEST_PY" "$SOCK")
 rid=$(printf '%s' "$raw" | json_get '["id"]' 2>/dev/null) || fail "the raw submit was refused: $raw"
 owner=$(sqlite3 "file:$SYS/drover.db?mode=ro" "SELECT uid || ' ' || user FROM tasks WHERE id = $rid")
 expect_eq "$owner" "$(id -u "$alice") $alice" "the owner of a task whose request claimed root"

@@ -43,4 +43,29 @@ static inline const struct core_action *find_state(const struct fixture *f, int6
     return NULL;
 }
 
+/* Runs a pass; returns the ids started, in order, 0-terminated, in a static buffer. */
+static inline const int64_t *pass(struct fixture *f, core_time now)
+{
+    static int64_t started[64];
+    size_t n = 0;
+    core_actions_clear(&f->out);
+    core_schedule(f->core, now, &f->out);
+    for (size_t i = 0; i < f->out.n && n < 63; i++)
+        if (f->out.v[i].type == CORE_ACT_START)
+            started[n++] = f->out.v[i].task;
+    started[n] = 0;
+    return started;
+}
+
+static inline void assert_started(const int64_t *got, const int64_t *want)
+{
+    size_t i = 0;
+    for (; want[i] != 0; i++)
+        if (got[i] != want[i])
+            fail_msg("start #%zu: got task %lld, want %lld", i, (long long)got[i],
+                     (long long)want[i]);
+    if (got[i] != 0)
+        fail_msg("started task %lld too", (long long)got[i]);
+}
+
 #endif

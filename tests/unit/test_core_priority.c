@@ -47,31 +47,6 @@ static void set_priority(struct fixture *f, int64_t id, int priority)
         fail_msg("task %lld: %s", (long long)id, why);
 }
 
-/* Runs a pass; returns the ids started, in order, 0-terminated, in a static buffer. */
-static const int64_t *pass(struct fixture *f, core_time now)
-{
-    static int64_t started[16];
-    size_t n = 0;
-    core_actions_clear(&f->out);
-    core_schedule(f->core, now, &f->out);
-    for (size_t i = 0; i < f->out.n && n < 15; i++)
-        if (f->out.v[i].type == CORE_ACT_START)
-            started[n++] = f->out.v[i].task;
-    started[n] = 0;
-    return started;
-}
-
-static void assert_started(const int64_t *got, const int64_t *want)
-{
-    size_t i = 0;
-    for (; want[i] != 0; i++)
-        if (got[i] != want[i])
-            fail_msg("start #%zu: got task %lld, want %lld", i, (long long)got[i],
-                     (long long)want[i]);
-    if (got[i] != 0)
-        fail_msg("started task %lld too", (long long)got[i]);
-}
-
 /* Raising one queued task and lowering another reorders the pass, with and without fair share
  * (one queue, or one per user). */
 static void reorder(bool fair_share)
