@@ -40,9 +40,19 @@ static const struct config_key config_keys[] = {
      " daemon's CUDA_VISIBLE_DEVICES)"},
     {"sample", CONFIG_DURATION, OFF(sample_ms), "5s", "GPU telemetry period"},
     {"health", CONFIG_DURATION, OFF(health_ms), "30s", "health check period"},
+    {"http", CONFIG_STRING, OFF(http), NULL,
+     "serve the HTTP API, the dashboard and /metrics on ADDR:PORT, e.g. 127.0.0.1:8420"
+     " (loopback only unless http-any)"},
+    {"http-any", CONFIG_BOOL, OFF(http_any), "no", "allow a non-loopback http address"},
+    {"http-tls-cert", CONFIG_STRING, OFF(http_tls_cert), NULL,
+     "serve HTTPS: the certificate chain (PEM); needs http-tls-key"},
+    {"http-tls-key", CONFIG_STRING, OFF(http_tls_key), NULL,
+     "the certificate's private key (PEM)"},
     {"metrics", CONFIG_STRING, OFF(metrics), NULL,
-     "serve Prometheus /metrics on ADDR:PORT (loopback only unless metrics-any)"},
-    {"metrics-any", CONFIG_BOOL, OFF(metrics_any), "no", "allow a non-loopback metrics address"},
+     "the old name of http (before 0.4 it served /metrics alone); both may not differ"},
+    {"metrics-any", CONFIG_BOOL, OFF(metrics_any), "no", "the old name of http-any"},
+    {"notify", CONFIG_STRING, OFF(notify), NULL,
+     "POST a JSON event to this http(s) URL when any task or experiment ends"},
     {"busy-high", CONFIG_PERCENT, OFF(busy_high), "80",
      "no new task joins a GPU whose utilisation is at or above this"},
     {"busy-low", CONFIG_PERCENT, OFF(busy_low), "50",
@@ -392,6 +402,36 @@ static int config_places_load(struct daemon_config *cfg, int argc, char **argv, 
     return 0;
 }
 
+/* http and its old name metrics (one listener serves both), TLS's two files together, and the
+ * notify URL's scheme. */
+static int config_http(struct daemon_config *cfg, char **err)
+{
+    if (cfg->metrics != NULL && cfg->http != NULL && strcmp(cfg->metrics, cfg->http) != 0) {
+        *err = xasprintf("metrics (%s) and http (%s) differ: metrics is the old name of http,"
+                         " one listener serves both; set http alone", cfg->metrics, cfg->http);
+        return -1;
+    }
+    if (cfg->http == NULL && cfg->metrics != NULL)
+        cfg->http = xstrdup(cfg->metrics);
+    cfg->http_any |= cfg->metrics_any;
+    if ((cfg->http_tls_cert == NULL) != (cfg->http_tls_key == NULL)) {
+        *err = xasprintf("%s is set without %s: HTTPS needs both",
+                         cfg->http_tls_cert ? "http-tls-cert" : "http-tls-key",
+                         cfg->http_tls_cert ? "http-tls-key" : "http-tls-cert");
+        return -1;
+    }
+    if (cfg->http_tls_cert != NULL && cfg->http == NULL) {
+        *err = xstrdup("http-tls-cert is set but http is not: nothing would serve HTTPS");
+        return -1;
+    }
+    if (cfg->notify != NULL && strncmp(cfg->notify, "http://", 7) != 0 &&
+        strncmp(cfg->notify, "https://", 8) != 0) {
+        *err = xasprintf("notify '%s': expected an http:// or https:// URL", cfg->notify);
+        return -1;
+    }
+    return 0;
+}
+
 int config_load(struct daemon_config *cfg, const char *home, int argc, char **argv, char **err)
 {
     const char *why, *fallback;
@@ -443,13 +483,17 @@ int config_load(struct daemon_config *cfg, const char *home, int argc, char **ar
         *err = xasprintf("busy-low (%d) is above busy-high (%d)", cfg->busy_low, cfg->busy_high);
         return -1;
     }
-    return 0;
+    return config_http(cfg, err);
 }
 
 void config_free(struct daemon_config *cfg)
 {
     free(cfg->gpus);
     free(cfg->metrics);
+    free(cfg->http);
+    free(cfg->http_tls_cert);
+    free(cfg->http_tls_key);
+    free(cfg->notify);
     free(cfg->admins);
     free(cfg->state_dir);
     free(cfg->socket);
@@ -460,6 +504,7 @@ void config_free(struct daemon_config *cfg)
     cfg->overrides = NULL;
     cfg->noverrides = 0;
     cfg->gpus = cfg->metrics = cfg->admins = cfg->state_dir = cfg->socket = cfg->config = NULL;
+    cfg->http = cfg->http_tls_cert = cfg->http_tls_key = cfg->notify = NULL;
 }
 
 void config_usage(FILE *fp)

@@ -20,8 +20,12 @@ struct daemon_config {
     char *gpus;                /* allow-list: "0,2" or UUIDs; NULL = all (or CUDA_VISIBLE_DEVICES) */
     int64_t sample_ms;         /* telemetry period */
     int64_t health_ms;         /* health check period */
-    char *metrics;             /* ADDR:PORT for /metrics, or NULL */
-    bool metrics_any;          /* allow a non-loopback metrics address */
+    char *http;                /* ADDR:PORT of the HTTP API, dashboard and /metrics, or NULL */
+    bool http_any;             /* allow a non-loopback http address */
+    char *http_tls_cert, *http_tls_key; /* PEM files: serve HTTPS; both or neither */
+    char *metrics;             /* the old name of http (config_load copies it there) */
+    bool metrics_any;          /* the old name of http-any */
+    char *notify;              /* webhook URL for every task and experiment end, or NULL */
     int busy_high, busy_low;   /* utilisation rule, percent */
     int claim_margin;          /* percent over a learned peak */
     double oom_factor;         /* a claim grows by this after an out-of-memory */

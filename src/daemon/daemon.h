@@ -73,6 +73,9 @@ struct disk;      /* daemon/disk.c */
 struct exp_live;  /* daemon/exp-internal.h */
 struct server;    /* daemon/server.c */
 struct http;      /* daemon/http.c */
+struct events;    /* daemon/events.c */
+struct notify;    /* daemon/notify.c */
+struct api_state; /* daemon/api*.c: login codes, log followers */
 
 struct daemon {
     char *home;
@@ -96,7 +99,11 @@ struct daemon {
     struct event *sigchld, *sigterm, *sigint;
     struct event *zygote;     /* readable when supervisors forked by the zygote exit */
     struct server *server;    /* the socket and its clients (daemon/server.c) */
-    struct http *http;        /* /metrics, when the metrics setting asks (daemon/http.c) */
+    struct http *http;        /* the HTTP API, dashboard and /metrics (daemon/http.c) */
+    struct events *events;    /* the event backlog and its streams (daemon/events.c) */
+    struct notify *notify;    /* webhooks being delivered (daemon/notify.c) */
+    struct api_state *api;    /* the API's own state (daemon/api*.c) */
+    core_time started;        /* when this daemon started (/healthz) */
     int conns_open;           /* connections open on both, against LIMIT_CONNS */
     int fd_reserve;           /* daemon/listen.c: given up to shed a connection when out of
                                * descriptors; -1 until the first listener opens it */
@@ -238,6 +245,15 @@ struct peer {
     bool admin;
 };
 const struct peer *conn_peer(const struct conn *c);
+/* server.c: the peer named by uid (gid (gid_t)-1: the user's primary group), admin worked out as
+ * for a connection; false when the user database has no such user (p is then named by the uid). */
+bool peer_for_uid(const struct daemon *d, uid_t uid, gid_t gid, struct peer *p);
+/* A connection that is not a socket: the HTTP API runs the socket's ops as a token's user
+ * through one (daemon/api.c). read_only: ops that write are refused with code 4. Such a
+ * connection never gets a deferred reply (ops that defer are not offered over HTTP). */
+struct conn *conn_virtual(struct daemon *d, const struct peer *p, bool read_only);
+void conn_virtual_free(struct conn *c);
+bool conn_read_only(const struct conn *c);
 
 json_t *reply_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 json_t *reply_ok(void);

@@ -433,11 +433,11 @@ static bool http_loopback(const char *host)
 
 int http_start(struct daemon *d, char **err)
 {
-    char *spec = xstrdup(d->cfg.metrics), *colon = strrchr(spec, ':');
+    char *spec = xstrdup(d->cfg.http), *colon = strrchr(spec, ':');
     char *host = spec, *end;
     int rc = -1;
     if (colon == NULL) {
-        *err = xasprintf("metrics '%s': expected ADDR:PORT, e.g. 127.0.0.1:9420", d->cfg.metrics);
+        *err = xasprintf("metrics '%s': expected ADDR:PORT, e.g. 127.0.0.1:9420", d->cfg.http);
         goto done;
     }
     *colon = '\0';
@@ -447,12 +447,12 @@ int http_start(struct daemon *d, char **err)
         host++;
     }
     if (*end != '\0' || end == colon + 1 || port <= 0 || port > 65535) {
-        *err = xasprintf("metrics '%s': the port must be 1 to 65535", d->cfg.metrics);
+        *err = xasprintf("metrics '%s': the port must be 1 to 65535", d->cfg.http);
         goto done;
     }
-    if (!d->cfg.metrics_any && !http_loopback(host)) {
+    if (!d->cfg.http_any && !http_loopback(host)) {
         *err = xasprintf("metrics '%s': not a loopback address (set metrics-any to serve it"
-                         " to the network)", d->cfg.metrics);
+                         " to the network)", d->cfg.http);
         goto done;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -460,7 +460,7 @@ int http_start(struct daemon *d, char **err)
     struct addrinfo *ai = NULL;
     int gai = getaddrinfo(host, colon + 1, &hints, &ai);
     if (gai != 0) {
-        *err = xasprintf("metrics '%s': %s", d->cfg.metrics, gai_strerror(gai));
+        *err = xasprintf("metrics '%s': %s", d->cfg.http, gai_strerror(gai));
         goto done;
     }
     struct http *h = xcalloc(1, sizeof *h);
@@ -468,7 +468,7 @@ int http_start(struct daemon *d, char **err)
     h->listener = listener_new(d, ai->ai_addr, ai->ai_addrlen, "metrics", &http_ops, h);
     freeaddrinfo(ai);
     if (h->listener == NULL) {
-        *err = xasprintf("metrics '%s': cannot listen: %s", d->cfg.metrics, strerror(errno));
+        *err = xasprintf("metrics '%s': cannot listen: %s", d->cfg.http, strerror(errno));
         free(h);
         goto done;
     }

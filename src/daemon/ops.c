@@ -501,24 +501,25 @@ json_t *op_whoami(struct daemon *d, struct conn *c, json_t *req); /* daemon/serv
 
 /* new_work: an op that stores new work (attempts, an experiment). While the disk is full these
  * are refused before anything changes (daemon/disk.c); reading, cancelling and holding stay
- * possible. submit refuses by itself, after its checks and after answering a repeated --key. */
+ * possible. submit refuses by itself, after its checks and after answering a repeated --key.
+ * reads: it changes nothing, so a read-only API token may ask it (daemon/api.c). */
 static const struct op_entry {
     const char *name;
     json_t *(*fn)(struct daemon *, struct conn *, json_t *);
-    bool new_work;
+    bool new_work, reads;
 } ops_table[] = {
-    {"ping", op_ping, false},         {"submit", op_submit, false},
-    {"ls", op_ls, false},             {"show", op_show, false},
-    {"cancel", op_cancel, false},     {"retry", op_retry, true},
-    {"hold", op_hold, false},         {"release", op_release, false},
-    {"priority", op_priority, false},
-    {"wait", op_wait, false},         {"gpus", op_gpus, false},
-    {"drain", op_drain, false},       {"shutdown", op_shutdown, false},
-    {"exp_run", op_exp_run, true},    {"exp_ls", op_exp_ls, false},
-    {"exp_show", op_exp_show, false}, {"exp_stop", op_exp_stop, false},
-    {"exp_resume", op_exp_resume, true},
-    {"whoami", op_whoami, false},
-    {"audit", op_audit, false},       {"users", op_users, false},
+    {"ping", op_ping, false, true},         {"submit", op_submit, false, false},
+    {"ls", op_ls, false, true},             {"show", op_show, false, true},
+    {"cancel", op_cancel, false, false},    {"retry", op_retry, true, false},
+    {"hold", op_hold, false, false},        {"release", op_release, false, false},
+    {"priority", op_priority, false, false},
+    {"wait", op_wait, false, true},         {"gpus", op_gpus, false, true},
+    {"drain", op_drain, false, false},      {"shutdown", op_shutdown, false, false},
+    {"exp_run", op_exp_run, true, false},   {"exp_ls", op_exp_ls, false, true},
+    {"exp_show", op_exp_show, false, true}, {"exp_stop", op_exp_stop, false, false},
+    {"exp_resume", op_exp_resume, true, false},
+    {"whoami", op_whoami, false, true},
+    {"audit", op_audit, false, true},       {"users", op_users, false, true},
 };
 
 json_t *ops_dispatch(struct daemon *d, struct conn *c, json_t *req)
@@ -532,6 +533,9 @@ json_t *ops_dispatch(struct daemon *d, struct conn *c, json_t *req)
     for (size_t i = 0; i < sizeof ops_table / sizeof ops_table[0]; i++) {
         if (strcmp(ops_table[i].name, json_string_value(op)) != 0)
             continue;
+        if (!ops_table[i].reads && conn_read_only(c))
+            return reply_error(OPS_NOT_PERMITTED, "not permitted: a read-only token may only"
+                               " read");
         if (ops_table[i].new_work && (refused = disk_refusal(d)) != NULL)
             return refused;
         return ops_table[i].fn(d, c, req);

@@ -71,6 +71,8 @@ struct conn {
     struct peer peer;       /* who connected (SO_PEERCRED) */
     bool closing;           /* close once the output is flushed */
     bool deferred;          /* a reply is pending (wait) */
+    bool read_only;         /* a virtual connection of a read-only token: ops that write are
+                             * refused (ops_dispatch) */
 };
 
 json_t *reply_error(int code, const char *fmt, ...)
@@ -339,24 +341,28 @@ static bool server_in_group(const char *name, gid_t gid, const char *admins)
     return member;
 }
 
-/* The peer of a connection from its credentials: its name from the user database; admin: root,
- * the daemon's own user in per-user mode, a member of the admins group in system mode. */
-static void server_peer(const struct daemon *d, struct peer *p, const struct ucred *cred)
+/* The peer named by uid (gid: its primary group as the kernel or the user database says): its
+ * name from the user database; admin: root, the daemon's own user in per-user mode, a member of
+ * the admins group in system mode. Returns false (p still filled, named by the uid) when the
+ * user database has no such user. */
+bool peer_for_uid(const struct daemon *d, uid_t uid, gid_t gid, struct peer *p)
 {
     struct passwd pw, *found = NULL;
     char buf[4096];
-    p->uid = cred->uid;
-    p->gid = cred->gid;
-    bool known = getpwuid_r(cred->uid, &pw, buf, sizeof buf, &found) == 0 && found != NULL;
+    p->uid = uid;
+    p->gid = gid;
+    bool known = getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != NULL;
     if (known && strlen(pw.pw_name) < sizeof p->name)
         snprintf(p->name, sizeof p->name, "%s", pw.pw_name);
     else
-        snprintf(p->name, sizeof p->name, "%u", (unsigned)cred->uid);
+        snprintf(p->name, sizeof p->name, "%u", (unsigned)uid);
+    if (known && gid == (gid_t)-1)
+        p->gid = pw.pw_gid;
     if (d->cfg.system)
-        p->admin = cred->uid == 0 ||
-                   (known && server_in_group(pw.pw_name, pw.pw_gid, d->cfg.admins));
+        p->admin = uid == 0 || (known && server_in_group(pw.pw_name, pw.pw_gid, d->cfg.admins));
     else
-        p->admin = cred->uid == 0 || cred->uid == getuid();
+        p->admin = uid == 0 || uid == getuid();
+    return known;
 }
 
 /* whoami: how the daemon sees the caller (the kernel's word), and whether it is the system
@@ -372,6 +378,29 @@ json_t *op_whoami(struct daemon *d, struct conn *c, json_t *req)
 const struct peer *conn_peer(const struct conn *c)
 {
     return &c->peer;
+}
+
+bool conn_read_only(const struct conn *c)
+{
+    return c->read_only;
+}
+
+struct conn *conn_virtual(struct daemon *d, const struct peer *p, bool read_only)
+{
+    struct conn *c = xcalloc(1, sizeof *c);
+    c->d = d;
+    c->peer = *p;
+    c->read_only = read_only;
+    return c;
+}
+
+void conn_virtual_free(struct conn *c)
+{
+    if (c == NULL)
+        return;
+    if (c->deferred)
+        ops_drop_conn(c->d, c);
+    free(c);
 }
 
 static void server_on_accept(void *owner, int fd)
@@ -404,7 +433,7 @@ static void server_on_accept(void *owner, int fd)
     struct conn *c = xcalloc(1, sizeof *c);
     c->s = s;
     c->d = d;
-    server_peer(d, &c->peer, &cred);
+    peer_for_uid(d, cred.uid, cred.gid, &c->peer);
     c->uid_at = at;
     c->older = s->newest;
     *(s->newest ? &s->newest->newer : &s->oldest) = c;

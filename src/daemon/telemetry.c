@@ -402,7 +402,7 @@ int telemetry_start(struct daemon *d, char **err)
               strcmp(d->gpus.source, "nvidia-smi") == 0;
     t->minute = daemon_now() / 60000;
     t->next_health = daemon_now() + d->cfg.health_ms;
-    if (d->cfg.metrics != NULL && http_start(d, err) < 0)
+    if (d->cfg.http != NULL && http_start(d, err) < 0)
         return -1;
     t->timer = event_new(d->base, -1, EV_PERSIST, tel_tick, d);
     struct timeval every = {d->cfg.sample_ms / 1000, (d->cfg.sample_ms % 1000) * 1000};

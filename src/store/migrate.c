@@ -68,6 +68,17 @@ static const char *const store_migrations[] = {
     "CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER NOT NULL,"
     " uid INTEGER NOT NULL, user TEXT NOT NULL, op TEXT NOT NULL, target TEXT, detail TEXT);"
     "CREATE INDEX audit_ts ON audit(ts);",
+    /* The HTTP API (issue 11): tokens (kind 'token') and dashboard sessions (kind 'session'),
+     * each known by the SHA-256 of its secret only; a task's webhook, and the webhooks still to
+     * be delivered (written in the transaction of the end they announce). */
+    "CREATE TABLE tokens (id INTEGER PRIMARY KEY AUTOINCREMENT, uid INTEGER NOT NULL,"
+    " user TEXT NOT NULL, name TEXT, hash TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,"
+    " read_only INTEGER NOT NULL DEFAULT 0, created INTEGER NOT NULL, expires INTEGER,"
+    " last_used INTEGER, revoked INTEGER, csrf TEXT);"
+    "ALTER TABLE tasks ADD COLUMN notify TEXT;"
+    "CREATE TABLE notify_outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, url TEXT NOT NULL,"
+    " body TEXT NOT NULL, created INTEGER NOT NULL, tries INTEGER NOT NULL DEFAULT 0,"
+    " next_at INTEGER NOT NULL, last_error TEXT);",
 };
 
 int store_migrate(struct store *st)

@@ -97,6 +97,12 @@ void __wrap_server_reply(struct conn *c, json_t *reply)
 }
 
 /* Who is connected: the fake connection has no credentials; the fuzzer is the daemon's user. */
+bool __wrap_conn_read_only(const struct conn *c);
+bool __wrap_conn_read_only(const struct conn *c)
+{
+    return false; /* the socket's connections write */
+}
+
 const struct peer *__wrap_conn_peer(const struct conn *c);
 const struct peer *__wrap_conn_peer(const struct conn *c)
 {

@@ -1,0 +1,37 @@
+/* daemon/api.h — shared by the HTTP API's files (daemon/api*.c, events.c): who is asking and the
+ * helpers that answer. docs/API.md is the contract. */
+#ifndef DROVER_API_H
+#define DROVER_API_H
+
+#include "daemon/daemon.h"
+#include "daemon/http.h"
+
+/* Who a request acts as: the user who created the token (or the dashboard session's). Requests
+ * that need no authentication (/healthz, /metrics, the dashboard's static files) have none. */
+struct api_caller {
+    struct peer peer;     /* the token's user, with admin worked out as for the socket */
+    bool read_only;       /* a --read-only token: GET only, 403 for anything else */
+    int64_t token_id;     /* the token's id (a session's too) */
+    bool session;         /* by the dashboard's session cookie (CSRF header checked) */
+};
+
+/* daemon/api-auth.c: who r acts as, from "Authorization: Bearer TOKEN" or the session cookie
+ * (then, for anything but GET/HEAD, the X-CSRF-Token header must match the session's). Returns
+ * 0 with *who; or -1 after answering r itself: 401 (none, unknown, revoked, expired) or 403
+ * (a read-only token asked to write: `writes`). */
+int api_authenticate(struct http_req *r, bool writes, struct api_caller *who);
+
+/* daemon/api.c: answers {"error": MESSAGE, "field": FIELD} (field omitted when NULL). */
+void api_error(struct http_req *r, int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Runs the socket protocol's op `req` (steals it; "v" is added) as `who`, through the same
+ * ops_dispatch as the socket (so the same checks and permissions apply). Returns the reply (new
+ * reference) with "ok" removed, or NULL after answering r with the error, its status from the
+ * reply (code 2 → 400, or 404 when the reply says "not_found"; 3 → 429/507 by "status"; 4 →
+ * 403) and its "field". */
+json_t *api_call(struct http_req *r, const struct api_caller *who, json_t *req);
+
+/* daemon/events.c: the event stream (/api/v1/events) and the webhooks that follow it. */
+void events_serve(struct http_req *r, const struct api_caller *who);
+
+#endif
