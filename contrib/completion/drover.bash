@@ -1,7 +1,7 @@
-# bash completion for drover: commands, each command's options, experiment subcommands and
-# task ids. Everything comes from drover itself (`drover --help`, `drover CMD --help`, and
-# `drover ls --json` for ids), so it never falls out of step with the binary; ids are asked
-# of a daemon that already runs (DROVER_NO_AUTOSTART=1: completing never starts one).
+# bash completion for drover: commands, each command's options, experiment and token
+# subcommands and task ids. Everything comes from drover itself (`drover --help`, `drover CMD
+# --help`, and `drover ls --json` for ids), so it never falls out of step with the binary; ids
+# are asked of a daemon that already runs (DROVER_NO_AUTOSTART=1: completing never starts one).
 # Installed as share/bash-completion/completions/drover.
 
 _drover_commands() {
@@ -25,7 +25,8 @@ _drover() {
             --) return 0 ;;   # the task's own command: leave it to the default completion
             -*) ;;
             *) if [ -z "$cmd" ]; then cmd=${COMP_WORDS[i]}
-               elif [ "$cmd" = exp ] && [ -z "$sub" ]; then sub=${COMP_WORDS[i]}; fi ;;
+               elif { [ "$cmd" = exp ] || [ "$cmd" = token ]; } && [ -z "$sub" ]; then
+                   sub=${COMP_WORDS[i]}; fi ;;
         esac
     done
     if [ -z "$cmd" ]; then
@@ -34,6 +35,10 @@ _drover() {
     fi
     if [ "$cmd" = exp ] && [ -z "$sub" ] && [[ $cur != -* ]]; then
         COMPREPLY=($(compgen -W "run ls show export stop resume" -- "$cur"))
+        return 0
+    fi
+    if [ "$cmd" = token ] && [ -z "$sub" ] && [[ $cur != -* ]]; then
+        COMPREPLY=($(compgen -W "create ls revoke" -- "$cur"))
         return 0
     fi
     if [[ $cur == -* ]]; then

@@ -45,6 +45,7 @@ static char *const *submit_values(const struct cmd_entry *cmd, const struct cmd_
     return NULL;
 }
 
+/* Ids, repeatable: every value's ids in one list. */
 static int submit_ids(const struct cmd_entry *cmd, struct cmd_args *args,
                       const struct request_field *f, const char *v, json_t *req)
 {
@@ -52,73 +53,28 @@ static int submit_ids(const struct cmd_entry *cmd, struct cmd_args *args,
     char *const *values = submit_values(cmd, args, f->option);
     json_t *list = json_array();
     for (size_t i = 0; values && values[i]; i++) {
-        int64_t *ids;
-        size_t count;
-        if (parse_id_list(values[i], &ids, &count, &why) < 0) {
+        json_t *ids = request_value_from_text(f, values[i], &why);
+        if (ids == NULL) {
             json_decref(list);
             return submit_bad(cmd, f->option, values[i], why);
         }
-        for (size_t k = 0; k < count; k++)
-            json_array_append_new(list, json_integer(ids[k]));
-        free(ids);
+        json_array_extend(list, ids);
+        json_decref(ids);
     }
     json_object_set_new(req, f->key, list);
     return 0;
 }
 
-/* A whole number, a size or a duration, as typed; its range is the request check's. */
-static int submit_number(const struct cmd_entry *cmd, struct cmd_args *args,
-                         const struct request_field *f, const char *v, json_t *req)
+/* A whole number, a size, a duration, a backoff or an array, as typed: the conversion the HTTP
+ * API shares (util/request.h); its range is the request check's. */
+static int submit_text(const struct cmd_entry *cmd, struct cmd_args *args,
+                       const struct request_field *f, const char *v, json_t *req)
 {
     const char *why;
-    long long n;
-    uint64_t size;
-    int64_t ms;
-    if (f->type == REQUEST_INT) {
-        if (parse_int(v, LLONG_MIN, LLONG_MAX, &n, &why) < 0)
-            return submit_bad(cmd, f->option, v, why);
-    } else if (f->type == REQUEST_SIZE) {
-        if (parse_size(v, &size, &why) < 0)
-            return submit_bad(cmd, f->option, v, why);
-        if (size > (uint64_t)LLONG_MAX)
-            return submit_bad(cmd, f->option, v, "size too large");
-        n = (long long)size;
-    } else {
-        if (parse_duration(v, &ms, &why) < 0)
-            return submit_bad(cmd, f->option, v, why);
-        n = ms;
-    }
-    json_object_set_new(req, f->key, json_integer(n));
-    return 0;
-}
-
-static int submit_backoff(const struct cmd_entry *cmd, struct cmd_args *args,
-                          const struct request_field *f, const char *v, json_t *req)
-{
-    int64_t ms[REQUEST_MAX_BACKOFF];
-    int n;
-    const char *why;
-    if (parse_backoff(v, ms, REQUEST_MAX_BACKOFF, &n, &why) < 0)
+    json_t *value = request_value_from_text(f, v, &why);
+    if (value == NULL)
         return submit_bad(cmd, f->option, v, why);
-    json_t *list = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(list, json_integer(ms[i]));
-    json_object_set_new(req, f->key, list);
-    return 0;
-}
-
-static int submit_array(const struct cmd_entry *cmd, struct cmd_args *args,
-                        const struct request_field *f, const char *v, json_t *req)
-{
-    struct array_spec spec;
-    const char *why;
-    if (parse_array_spec(v, REQUEST_MAX_ARRAY, &spec, &why) < 0)
-        return submit_bad(cmd, f->option, v, why);
-    json_t *idx = json_array();
-    for (size_t i = 0; i < spec.count; i++)
-        json_array_append_new(idx, json_integer(spec.index[i]));
-    json_object_set_new(req, f->key, json_pack("{s:o,s:i}", "index", idx, "limit", spec.limit));
-    array_spec_free(&spec);
+    json_object_set_new(req, f->key, value);
     return 0;
 }
 
@@ -184,15 +140,15 @@ static const struct submit_kind {
                 const struct request_field *f, const char *v, json_t *req);
     bool always;
 } submit_kinds[] = {
-    [REQUEST_INT] = {submit_number, false},
-    [REQUEST_SIZE] = {submit_number, false},
-    [REQUEST_DURATION] = {submit_number, false},
+    [REQUEST_INT] = {submit_text, false},
+    [REQUEST_SIZE] = {submit_text, false},
+    [REQUEST_DURATION] = {submit_text, false},
     [REQUEST_STRING] = {submit_string, false},
     [REQUEST_BOOL] = {submit_bool, false},
     [REQUEST_IDS] = {submit_ids, true},
-    [REQUEST_BACKOFF] = {submit_backoff, false},
+    [REQUEST_BACKOFF] = {submit_text, false},
     [REQUEST_ENV] = {submit_env, true},
-    [REQUEST_ARRAY] = {submit_array, false},
+    [REQUEST_ARRAY] = {submit_text, false},
     [REQUEST_WORKDIR] = {submit_workdir, true},
     [REQUEST_COMMAND] = {NULL, false},
 };

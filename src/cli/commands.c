@@ -8,12 +8,13 @@
 
 extern const struct cmd_entry cmd_submit, cmd_ls, cmd_show, cmd_logs, cmd_cancel, cmd_retry,
     cmd_hold, cmd_release, cmd_wait, cmd_gpus, cmd_top, cmd_exp, cmd_simulate, cmd_drain, cmd_undrain, cmd_shutdown,
-    cmd_whoami, cmd_version, cmd_audit, cmd_users, cmd_priority;
+    cmd_whoami, cmd_version, cmd_audit, cmd_users, cmd_priority, cmd_token, cmd_dashboard;
 
 const struct cmd_entry *const cli_commands[] = {
     &cmd_submit, &cmd_ls,      &cmd_show,  &cmd_logs,  &cmd_cancel,  &cmd_retry,
     &cmd_hold,   &cmd_release, &cmd_priority, &cmd_wait,  &cmd_gpus,  &cmd_top, &cmd_exp, &cmd_simulate, &cmd_drain,   &cmd_undrain,
-    &cmd_shutdown, &cmd_whoami, &cmd_version, &cmd_audit, &cmd_users, NULL,
+    &cmd_shutdown, &cmd_whoami, &cmd_version, &cmd_audit, &cmd_users, &cmd_token,
+    &cmd_dashboard, NULL,
 };
 
 int cmd_usage_error(const struct cmd_entry *cmd, const char *fmt, ...)

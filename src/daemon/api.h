@@ -21,7 +21,7 @@ struct api_caller {
  * (a read-only token asked to write: `writes`). */
 int api_authenticate(struct http_req *r, bool writes, struct api_caller *who);
 
-/* daemon/api.c: answers {"error": MESSAGE, "field": FIELD} (field omitted when NULL). */
+/* daemon/api.c: answers {"error": MESSAGE, "field": FIELD} (field null when NULL). */
 void api_error(struct http_req *r, int status, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Runs the socket protocol's op `req` (steals it; "v" is added) as `who`, through the same
@@ -33,5 +33,19 @@ json_t *api_call(struct http_req *r, const struct api_caller *who, json_t *req);
 
 /* daemon/events.c: the event stream (/api/v1/events) and the webhooks that follow it. */
 void events_serve(struct http_req *r, const struct api_caller *who);
+
+/* ---- api-auth.c: the credentials' routes (docs/API.md, "Authentication") ---- */
+/* GET /login?code=CODE (no authentication): a code from `drover dashboard` becomes a session:
+ * 303 to / with the session cookie; 401 (text) when the code is unknown, expired or used. */
+void api_login(struct http_req *r);
+/* GET /api/v1/session: {user, uid, admin, read_only, system, csrf (a session's), token_id}. */
+void api_session(struct http_req *r, const struct api_caller *who);
+/* POST /api/v1/logout: ends who's session and clears its cookie. */
+void api_logout(struct http_req *r, const struct api_caller *who);
+/* GET /api/v1/tokens[?all=1], POST /api/v1/tokens (id 0); DELETE /api/v1/tokens/ID (id > 0). */
+void api_tokens(struct http_req *r, const struct api_caller *who, int64_t id);
+/* The daemon's end: wipes d->api, the login codes (daemon/ops-token.c; optional: it holds no
+ * allocation). */
+void api_state_free(struct daemon *d);
 
 #endif

@@ -121,6 +121,42 @@ struct daemon {
 
 int daemon_main(int argc, char **argv);
 
+/* ---- daemon/events.c: live events (/api/v1/events) ---------------------------------------- */
+/* The backlog of the last LIMIT_EVENTS_BACKLOG events and the streams that follow it. Task,
+ * attempt and experiment events are staged while their transaction is open and published only
+ * once it commits (store_on_txn_end); a rolled-back one publishes nothing. */
+void events_start(struct daemon *d);
+void events_stop(struct daemon *d);
+/* runner.c, inside the batch's transaction, as each is written: a task's state change (reason
+ * may be NULL), an attempt's start (machine: its GPUs by the machine's index), an attempt's
+ * end. */
+void events_stage_task(struct daemon *d, int64_t task, enum task_state state,
+                       const char *reason, core_time now);
+void events_stage_attempt_start(struct daemon *d, int64_t task, int attempt,
+                                const struct core_placement *machine, core_time now);
+void events_stage_attempt_end(struct daemon *d, const struct attempt_end *e);
+/* exp-end.c, inside the transaction that stores the experiment's new state. */
+void events_stage_experiment(struct daemon *d, const char *name, const char *state,
+                             const char *reason);
+/* telemetry.c: the sample just taken (rows of the GPUs that answered), published at once. */
+void events_gpu(struct daemon *d, const struct gpu_row *rows, size_t n, core_time now);
+
+/* ---- daemon/notify.c: webhooks -------------------------------------------------------------- */
+/* Starts delivering the outbox (what an earlier daemon left too); stop drops what is in flight
+ * (it stays in the outbox for the next start). */
+void notify_start(struct daemon *d);
+void notify_stop(struct daemon *d);
+/* Inside the transaction that ends the task (after its state is written): an outbox row for the
+ * task's own notify URL and one for the `notify` setting, each if set. 0, or -1 (roll back). */
+int notify_task_ended(struct daemon *d, int64_t task, core_time now);
+/* The same for an experiment that reached a final state (its template's notify: and the
+ * setting). */
+int notify_experiment_ended(struct daemon *d, const char *name, const char *state,
+                            const char *reason, core_time now);
+/* A transaction ended (events.c's store_on_txn_end hook): rows it inserted are delivered
+ * soon once committed. */
+void notify_txn_end(struct daemon *d, bool committed);
+
 /* daemon/runner.c */
 core_time daemon_now(void);
 /* Commits the accumulated actions, then carries them out. Returns -1 if the first commit failed

@@ -134,9 +134,14 @@ static int exp_store_state(struct daemon *d, const char *name, enum exp_state *s
 {
     bool same = dec->to == *state && dec->reason[0] == '\0';
     if (dec->to != EXP_VALIDATING && !same) {
-        if (store_exp_set_state(d->store, name, exp_state_name(dec->to),
-                                dec->reason[0] ? dec->reason : NULL) < 0)
+        const char *reason = dec->reason[0] ? dec->reason : NULL;
+        if (store_exp_set_state(d->store, name, exp_state_name(dec->to), reason) < 0 ||
+            (exp_state_final(dec->to) &&
+             notify_experiment_ended(d, name, exp_state_name(dec->to), reason,
+                                     daemon_now()) < 0))
             return -1;
+        /* Published once this transaction commits (daemon/events.c). */
+        events_stage_experiment(d, name, exp_state_name(dec->to), reason);
         fprintf(stderr, "drover daemon: experiment %s %s%s%s\n", name, exp_state_name(dec->to),
                 dec->reason[0] ? ": " : "", dec->reason);
     }

@@ -202,6 +202,8 @@ static void daemon_events(struct daemon *d)
 static void daemon_free(struct daemon *d)
 {
     telemetry_stop(d);
+    notify_stop(d);
+    events_stop(d);
     disk_stop(d);
     exp_free_all(d);
     for (int t = 0; t < d->ngpu_types; t++)
@@ -235,7 +237,7 @@ static void daemon_free(struct daemon *d)
 
 int daemon_main(int argc, char **argv)
 {
-    struct daemon d = {.grace_ms = 10000, .fd_reserve = -1};
+    struct daemon d = {.grace_ms = 10000, .fd_reserve = -1, .started = daemon_now()};
     struct core_policy policy = core_policy_default();
     char *err = NULL;
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
@@ -314,6 +316,7 @@ int daemon_main(int argc, char **argv)
     if (d.store == NULL || daemon_machine(&d, &err) < 0)
         goto fail;
     daemon_events(&d);
+    events_start(&d); /* before restore: what it commits is published */
     disk_start(&d);
     daemon_start_zygote(&d);
     int rc = daemon_restore(&d, &err) < 0 || telemetry_start(&d, &err) < 0
@@ -321,6 +324,7 @@ int daemon_main(int argc, char **argv)
                  : server_listen(&d, sock, &err);
     if (rc < 0)
         goto fail;
+    notify_start(&d); /* resumes the webhook outbox */
     fprintf(stderr, "drover daemon: serving %s%s (pid %d, %d GPUs from %s, %d CPUs)\n", sock,
             d.cfg.system ? " for every user" : "", (int)getpid(), d.gpus.count, d.gpus.source,
             d.cpus);

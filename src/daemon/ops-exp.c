@@ -180,6 +180,8 @@ json_t *op_exp_run(struct daemon *d, struct conn *c, json_t *req)
         why = xasprintf("cannot store the experiment: %s", store_error(d->store));
     else
         rc = exp_insert(d, name, kind, tasks, env, workdir, parallel, &graph, &ids, &why);
+    if (rc == 0) /* /api/v1/events: published if this commits */
+        events_stage_experiment(d, name, exp_state_name(created.to), NULL);
     if (rc != 0) {
         store_rollback(d->store);
         reply = reply_error(rc == EXP_INSERT_REFUSED ? 2 : 1, "%s", why);
@@ -226,6 +228,7 @@ json_t *op_exp_show(struct daemon *d, struct conn *c, json_t *req)
     json_t *e = live ? store_exp_get(d->store, name) : NULL;
     if (e == NULL) {
         json_t *err = reply_error(2, "no experiment %s", name);
+        json_object_set_new(err, "not_found", json_true());
         free(full);
         return err;
     }
@@ -268,8 +271,11 @@ static json_t *exp_control(struct daemon *d, struct conn *c, const char *name,
 {
     struct exp_live *e = exp_live_get(d, name);
     json_t *row = e ? store_exp_get(d->store, name) : NULL, *err;
-    if (row == NULL)
-        return reply_error(2, "no experiment %s", name);
+    if (row == NULL) {
+        err = reply_error(2, "no experiment %s", name);
+        json_object_set_new(err, "not_found", json_true());
+        return err;
+    }
     if (!ops_exp_may(d, c, name, &err)) {
         json_decref(row);
         return err;

@@ -99,8 +99,11 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
     memset(&s, 0, sizeof s);
     json_t *reply = NULL;
     char *why;
-    if (request_check_submit(req, &why) < 0) {
+    const char *field;
+    if (request_check_submit_field(req, &why, &field) < 0) {
         reply = reply_error(2, "%s", why);
+        if (field != NULL) /* for the HTTP API's {"error", "field"}; the CLI ignores it */
+            json_object_set_new(reply, "field", json_string(field));
         free(why);
         return reply;
     }

@@ -122,6 +122,7 @@ bool ops_may_task(struct daemon *d, struct conn *c, int64_t id, json_t **reply)
     char name[64], what[48];
     if (ops_task_owner(d, id, &uid, name, sizeof name) < 0) {
         *reply = reply_error(2, "no task %lld", (long long)id);
+        json_object_set_new(*reply, "not_found", json_true());
         return false;
     }
     snprintf(what, sizeof what, "task %lld", (long long)id);
@@ -188,17 +189,27 @@ static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
                            json_is_string(state) ? json_string_value(state) : "?");
     struct store_list_filter f = {.state = state ? json_string_value(state) : NULL};
     bool brief;
+    long long limit, offset;
     json_t *err;
     if (ops_get_bool(req, "all", false, &f.all, &err) < 0 ||
         ops_get_bool(req, "brief", false, &brief, &err) < 0 ||
+        ops_get_int(req, "limit", 0, INT64_MAX, 0, &limit, &err) < 0 ||
+        ops_get_int(req, "offset", 0, INT64_MAX, 0, &offset, &err) < 0 ||
         ops_owner_filter(c, req, &f, &err) < 0)
         return err;
+    f.limit = limit;
+    f.offset = offset;
     if (brief) { /* {"columns": [...], "tasks": [[...], ...]} */
         json_t *reply = store_list_brief(d->store, &f, daemon_now());
         json_object_set_new(reply, "ok", json_true());
         return reply;
     }
-    return json_pack("{s:b,s:o}", "ok", 1, "tasks", store_list_json(d->store, &f, daemon_now()));
+    json_t *reply = json_pack("{s:b,s:o}", "ok", 1, "tasks",
+                              store_list_json(d->store, &f, daemon_now()));
+    if (limit > 0 || offset > 0) /* a page: how many there are in all */
+        json_object_set_new(reply, "total",
+                            json_integer(store_list_count(d->store, &f, daemon_now())));
+    return reply;
 }
 
 static json_t *op_show(struct daemon *d, struct conn *c, json_t *req)
@@ -215,8 +226,11 @@ static json_t *op_show(struct daemon *d, struct conn *c, json_t *req)
     if (logs && !ops_may_task(d, c, id, &err))
         return err;
     json_t *task = store_task_json(d->store, id);
-    if (task == NULL)
-        return reply_error(2, "no task %lld", id);
+    if (task == NULL) {
+        err = reply_error(2, "no task %lld", id);
+        json_object_set_new(err, "not_found", json_true());
+        return err;
+    }
     /* Why a queued task waits, when its owner's limit is the reason (core/users.c). */
     char why[CORE_WHY_MAX];
     if (core_task_why(d->core, id, why, sizeof why) == 0)
@@ -520,6 +534,11 @@ static const struct op_entry {
     {"exp_resume", op_exp_resume, true, false},
     {"whoami", op_whoami, false, true},
     {"audit", op_audit, false, true},       {"users", op_users, false, true},
+    /* daemon/ops-token.c: a read-only token may list tokens, nothing more */
+    {"token_create", op_token_create, false, false},
+    {"token_ls", op_token_ls, false, true},
+    {"token_revoke", op_token_revoke, false, false},
+    {"login_code", op_login_code, false, false},
 };
 
 json_t *ops_dispatch(struct daemon *d, struct conn *c, json_t *req)

@@ -36,4 +36,10 @@ json_t *op_gpus(struct daemon *d, struct conn *c, json_t *req);
 json_t *op_audit(struct daemon *d, struct conn *c, json_t *req);
 json_t *op_users(struct daemon *d, struct conn *c, json_t *req);
 
+/* daemon/ops-token.c: the HTTP API's credentials (drover token, drover dashboard). */
+json_t *op_token_create(struct daemon *d, struct conn *c, json_t *req);
+json_t *op_token_ls(struct daemon *d, struct conn *c, json_t *req);
+json_t *op_token_revoke(struct daemon *d, struct conn *c, json_t *req);
+json_t *op_login_code(struct daemon *d, struct conn *c, json_t *req);
+
 #endif

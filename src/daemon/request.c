@@ -84,8 +84,10 @@ static void request_claim(struct daemon *d, json_t *task, const char *gpu_type,
         rec->claim_source = "learned";
 }
 
-/* What the task asks of the machine. NULL, or the reason (malloc'd). */
-static char *request_resources(struct daemon *d, json_t *task, struct task_record *rec)
+/* What the task asks of the machine. NULL, or the reason (malloc'd) and *field, the key at
+ * fault (NULL: the request as a whole). */
+static char *request_resources(struct daemon *d, json_t *task, struct task_record *rec,
+                               const char **field)
 {
     struct core_request *r = &rec->spec.req;
     const char *gpu_type = json_string_value(json_object_get(task, "gpu_type"));
@@ -95,8 +97,11 @@ static char *request_resources(struct daemon *d, json_t *task, struct task_recor
                                .cpus = (int)request_int(task, "cpus"),
                                .mem = (uint64_t)request_int(task, "mem"),
                                .time_limit = request_int(task, "timeout_ms")};
-    if (gpu_type != NULL && (r->gpu_types = request_gpu_types(d, gpu_type)) == 0)
+    *field = NULL;
+    if (gpu_type != NULL && (r->gpu_types = request_gpu_types(d, gpu_type)) == 0) {
+        *field = "gpu_type";
         return request_no_gpu_type(d, gpu_type);
+    }
     if ((r->gpu_mem > 0 || gpu_type != NULL) && r->gpus == 0)
         r->gpus = 1; /* a claim or a type alone asks for one GPU */
     request_claim(d, task, gpu_type, rec);
@@ -144,13 +149,17 @@ json_t *daemon_request_decode(struct daemon *d, json_t *task, json_t *base_env,
     rec->array_index = -1;
     rec->stall_ms = request_int(task, "stall_ms");
     rec->gpu_type = json_string_value(json_object_get(task, "gpu_type"));
+    rec->notify = json_string_value(json_object_get(task, "notify"));
     rec->spec.priority = (int)request_int(task, "priority");
     rec->spec.hold = json_is_true(json_object_get(task, "hold"));
     request_retries(d, task, default_retries, &rec->spec);
-    char *why = request_resources(d, task, rec);
+    const char *field;
+    char *why = request_resources(d, task, rec, &field);
     if (why != NULL) {
         json_t *reply = rec->name ? reply_error(2, "task %s: %s", rec->name, why)
                                   : reply_error(2, "%s", why);
+        if (field != NULL)
+            json_object_set_new(reply, "field", json_string(field));
         free(why);
         daemon_request_release(rec);
         return reply;

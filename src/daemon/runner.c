@@ -105,17 +105,23 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
                                     strcmp(e->outcome, "oom") == 0 ? "oom" : NULL);
         if (rc < 0)
             return -1;
+        events_stage_attempt_end(d, e); /* published if this commits (daemon/events.c) */
     }
     for (size_t i = 0; i < acts->n; i++) {
         const struct core_action *a = &acts->v[i];
         int rc = 0;
         if (a->type == CORE_ACT_STATE) {
-            rc = store_set_state(d->store, a, apply_reason(d, a, buf, sizeof buf), now);
+            const char *reason = apply_reason(d, a, buf, sizeof buf);
+            rc = store_set_state(d->store, a, reason, now);
+            if (rc == 0)
+                events_stage_task(d, a->task, a->state, reason, now);
         } else if (a->type == CORE_ACT_START) {
             char *dir = run_dir_for(d, a->task, a->attempt);
             struct core_placement machine = a->placement;
             daemon_gpus_to_machine(d, &machine);
             rc = store_attempt_start(d->store, a->task, a->attempt, now, &machine, dir);
+            if (rc == 0)
+                events_stage_attempt_start(d, a->task, a->attempt, &machine, now);
             free(dir);
         }
         if (rc < 0)
@@ -126,7 +132,8 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
     for (size_t i = 0; i < acts->n; i++) {
         const struct core_action *a = &acts->v[i];
         if (a->type == CORE_ACT_STATE && task_state_terminal(a->state) &&
-            exp_task_ended(d, a->task, a->state) < 0)
+            (exp_task_ended(d, a->task, a->state) < 0 ||
+             notify_task_ended(d, a->task, now) < 0)) /* webhooks: the outbox, same commit */
             return -1;
     }
     return 0;

@@ -374,7 +374,9 @@ static void tel_tick(evutil_socket_t fd, short what, void *arg)
         t->sampled_at = now;
         tel_runs(d);
         tel_core_state(d);
+        size_t first = t->nrows;
         tel_buffer(d, now);
+        events_gpu(d, t->rows + first, t->nrows - first, now); /* /api/v1/events */
         if (now / 60000 != t->minute) {
             tel_flush(d, now);
             t->minute = now / 60000;

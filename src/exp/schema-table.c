@@ -14,6 +14,7 @@ static int schema_check_name(struct template *t, const json_t *value, const char
 static int schema_check_factor(struct template *t, const json_t *value, const char *path);
 static int schema_check_retry(struct template *t, const json_t *value, const char *path);
 static int schema_check_priority(struct template *t, const json_t *value, const char *path);
+static int schema_check_notify(struct template *t, const json_t *value, const char *path);
 
 static const char *const schema_kinds[] = {"Experiment", "Pipeline", NULL};
 static const char *const schema_methods[] = {"grid", "random", NULL};
@@ -123,6 +124,8 @@ static const struct schema_key schema_spec[] = {
     {.key = "generator", .type = TYPE_MAPPING, .children = schema_generator},
     {.key = "stages", .type = TYPE_STAGES, .children = schema_stage,
      .check = stages_check},
+    /* A webhook for the experiment's end (daemon/notify.c), kept in the stored spec. */
+    {.key = "notify", .type = TYPE_STRING, .check = schema_check_notify},
     {.key = NULL},
 };
 static const struct schema_key schema_metadata[] = {
@@ -157,6 +160,17 @@ static int schema_check_name(struct template *t, const json_t *v, const char *pa
         return 0;
     return template_expected(t, path, "a name of letters, digits, '.', '_' and '-' (at most 64;"
                              " not . or ..)", v);
+}
+
+static int schema_check_notify(struct template *t, const json_t *v, const char *path)
+{
+    const char *problem = request_url_problem(json_string_value(v));
+    if (problem == NULL)
+        return 0;
+    char *what = xasprintf("an http:// or https:// URL (%s)", problem);
+    template_expected(t, path, what, v);
+    free(what);
+    return -1;
 }
 
 static int schema_check_factor(struct template *t, const json_t *v, const char *path)

@@ -40,6 +40,9 @@ struct template {
 /* --- exp/yaml.c (no header of its own) --- */
 
 int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_keys, char **err);
+/* The same on text (len bytes, NUL-terminated), its errors located as in file (a label). */
+int exp_yaml_read_text(const char *file, const char *text, size_t len, json_t **out,
+                       json_t *where, json_t *where_keys, char **err);
 int exp_yaml_scalar(const char *text, json_t **out, char **err);
 
 /* --- exp/template.c: errors and paths --- */

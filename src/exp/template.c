@@ -345,15 +345,17 @@ static int template_experiment(struct template *t, struct exp_def *def, unsigned
     return 0;
 }
 
-int exp_load(const char *path, char *const *sets, size_t nsets, unsigned seed,
-             struct exp_def **out, char **err)
+/* exp_load and exp_load_text: the file's text when text is not NULL, else the file's. */
+static int template_load(const char *path, const char *text, size_t len, char *const *sets,
+                         size_t nsets, unsigned seed, struct exp_def **out, char **err)
 {
     struct template t = {.file = path, .where = json_object(), .where_keys = json_object(),
                          .overlay = json_object(), .warnings = json_array()};
     struct exp_def *def = NULL;
     json_t *root = NULL;
     *out = NULL;
-    if (exp_yaml_read(path, &root, t.where, t.where_keys, &t.err) < 0)
+    if ((text ? exp_yaml_read_text(path, text, len, &root, t.where, t.where_keys, &t.err)
+              : exp_yaml_read(path, &root, t.where, t.where_keys, &t.err)) < 0)
         goto fail;
     if (!json_is_object(root)) {
         template_fail(&t, "", 0, "expected a mapping with apiVersion, kind, metadata and spec");
@@ -397,6 +399,18 @@ fail:
     template_free(&t);
     *err = t.err ? t.err : xasprintf("%s: cannot be loaded", path);
     return -1;
+}
+
+int exp_load(const char *path, char *const *sets, size_t nsets, unsigned seed,
+             struct exp_def **out, char **err)
+{
+    return template_load(path, NULL, 0, sets, nsets, seed, out, err);
+}
+
+int exp_load_text(const char *label, const char *text, size_t len, char *const *sets,
+                  size_t nsets, unsigned seed, struct exp_def **out, char **err)
+{
+    return template_load(label, text, len, sets, nsets, seed, out, err);
 }
 
 /* A stored spec is checked again: it may come from an older drover, or a hand-edited store. */

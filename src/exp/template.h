@@ -28,6 +28,7 @@
  *     priority: INT                (higher runs first; bounded like drover submit's --priority)
  *     circuit_breaker: { failures: INT }
  *     generator: { command: [STR, …] }
+ *     notify: URL                  (http(s): POST experiment.ended when it ends; daemon/notify.c)
  *     stages: [ { name: STR, command: [STR…], resources: {…}, needs: [STR…], env, timeout,
  *                 stall, priority, retry } ]   (Pipeline: required; Experiment: not allowed)
  *
@@ -100,6 +101,10 @@ struct exp_def {
  * returned on error. */
 int exp_load(const char *path, char *const *sets, size_t nsets, unsigned seed,
              struct exp_def **out, char **err);
+/* The same on a template's text (len bytes, NUL-terminated: the HTTP API's request body);
+ * errors are located as "LABEL:LINE:COLUMN". */
+int exp_load_text(const char *label, const char *text, size_t len, char *const *sets,
+                  size_t nsets, unsigned seed, struct exp_def **out, char **err);
 void exp_def_free(struct exp_def *def);
 
 /* A spec as stored (or as an exp_run request carries it) against the schema for kind. Returns 0,

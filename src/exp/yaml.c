@@ -441,14 +441,11 @@ static void yaml_fail_utf8(struct yaml_reader *reader, char *text, size_t len, s
  * naming the field: nothing of it is dropped or replaced. */
 int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_keys, char **err)
 {
-    struct yaml_reader reader = {.file = file, .where = where, .where_keys = where_keys};
-    json_t *root = NULL;
     FILE *fp = fopen(file, "rb");
     char *text = NULL;
-    size_t len = 0, bad;
-    yaml_mark_t at;
-    *out = NULL;
+    size_t len = 0;
     struct stat st;
+    *out = NULL;
     if (fp == NULL || fstat(fileno(fp), &st) < 0) {
         *err = xasprintf("%s: %s", file, strerror(errno));
         if (fp != NULL)
@@ -467,10 +464,26 @@ int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_k
         return -1;
     }
     fclose(fp);
+    int rc = exp_yaml_read_text(file, text, len, out, where, where_keys, err);
+    free(text);
+    return rc;
+}
+
+int exp_yaml_read_text(const char *file, const char *text, size_t len, json_t **out,
+                       json_t *where, json_t *where_keys, char **err)
+{
+    struct yaml_reader reader = {.file = file, .where = where, .where_keys = where_keys};
+    json_t *root = NULL;
+    size_t bad;
+    yaml_mark_t at;
+    *out = NULL;
     if (!yaml_parser_initialize(&reader.parser))
         fatalx("out of memory");
     if ((bad = yaml_bad_utf8(text, &at)) > 0) {
-        yaml_fail_utf8(&reader, text, len, bad, at);
+        char *copy = xmalloc(len + 1); /* yaml_fail_utf8 marks the bad bytes in it */
+        memcpy(copy, text, len + 1);
+        yaml_fail_utf8(&reader, copy, len, bad, at);
+        free(copy);
         goto fail;
     }
     yaml_parser_set_input_string(&reader.parser, (const unsigned char *)text, len);
@@ -482,12 +495,10 @@ int exp_yaml_read(const char *file, json_t **out, json_t *where, json_t *where_k
         goto fail;
     }
     yaml_parser_delete(&reader.parser);
-    free(text);
     *out = root;
     return 0;
 fail:
     yaml_parser_delete(&reader.parser);
-    free(text);
     *err = reader.err;
     return -1;
 }

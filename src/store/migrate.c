@@ -79,6 +79,8 @@ static const char *const store_migrations[] = {
     "CREATE TABLE notify_outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, url TEXT NOT NULL,"
     " body TEXT NOT NULL, created INTEGER NOT NULL, tries INTEGER NOT NULL DEFAULT 0,"
     " next_at INTEGER NOT NULL, last_error TEXT);",
+    /* The webhook outbox is read by next due (daemon/notify.c), however many rows wait. */
+    "CREATE INDEX notify_outbox_next ON notify_outbox(next_at, id);",
 };
 
 int store_migrate(struct store *st)

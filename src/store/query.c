@@ -98,17 +98,18 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
     TASK_BRIEF_COLUMNS ", t.reason, t.gpu_mem, t.cpus, t.mem, t.timeout_ms, t.retries,"       \
     " t.deps, t.array_id, t.array_index, t.submit_time, t.end_time, t.task_key, t.workdir,"  \
     " t.retry_at, a.signal, a.run_dir, t.profile, t.claim_source, t.stall_ms, t.gpu_type,"  \
-    " t.uid"
+    " t.uid, t.notify"
 
 #define TASK_FROM                                                                             \
     " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
 
 /* ?4/?5: an owner filter (uid, name; both NULL: none); ?6: the daemon's uid, the owner of a
- * task without a recorded one. */
-#define TASK_LIST_WHERE                                                                       \
+ * task without a recorded one; ?7/?8: the page (LIMIT -1: all). */
+#define TASK_LIST_MATCH                                                                       \
     " WHERE (?1 IS NULL OR t.state = ?1)"                                                     \
     " AND (?2 OR t.end_time IS NULL OR t.end_time >= ?3)"                                     \
-    " AND ((?4 IS NULL AND ?5 IS NULL) OR ifnull(t.uid, ?6) = ?4 OR t.user = ?5) ORDER BY t.id"
+    " AND ((?4 IS NULL AND ?5 IS NULL) OR ifnull(t.uid, ?6) = ?4 OR t.user = ?5)"
+#define TASK_LIST_WHERE TASK_LIST_MATCH " ORDER BY t.id LIMIT ?7 OFFSET ?8"
 
 enum brief_kind {
     BRIEF_INT,
@@ -231,6 +232,7 @@ static json_t *task_row_json(sqlite3_stmt *s)
     json_object_set_new(o, "uid", json_integer(sqlite3_column_type(s, 32) == SQLITE_NULL
                                                    ? (json_int_t)getuid()
                                                    : sqlite3_column_int64(s, 32)));
+    json_object_set_new(o, "notify", col_string_or_null(s, 33));
     return o;
 }
 
@@ -282,14 +284,9 @@ json_t *store_task_json(struct store *st, int64_t id)
     return o;
 }
 
-/* The tasks of a listing, each made by row_fn from a row of `columns`. */
-static json_t *task_list(struct store *st, const char *sql, json_t *(*row_fn)(sqlite3_stmt *),
-                         const struct store_list_filter *f, core_time now)
+/* Binds f to a listing's statement (TASK_LIST_MATCH's parameters, and the page's). */
+static void task_list_bind(sqlite3_stmt *s, const struct store_list_filter *f, core_time now)
 {
-    sqlite3_stmt *s;
-    json_t *list = json_array();
-    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
-        return list;
     if (f->state)
         sqlite3_bind_text(s, 1, f->state, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(s, 2, f->all);
@@ -299,6 +296,19 @@ static json_t *task_list(struct store *st, const char *sql, json_t *(*row_fn)(sq
     if (f->user)
         sqlite3_bind_text(s, 5, f->user, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 6, getuid());
+    sqlite3_bind_int64(s, 7, f->limit > 0 ? f->limit : -1);
+    sqlite3_bind_int64(s, 8, f->offset > 0 ? f->offset : 0);
+}
+
+/* The tasks of a listing, each made by row_fn from a row of `columns`. */
+static json_t *task_list(struct store *st, const char *sql, json_t *(*row_fn)(sqlite3_stmt *),
+                         const struct store_list_filter *f, core_time now)
+{
+    sqlite3_stmt *s;
+    json_t *list = json_array();
+    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
+        return list;
+    task_list_bind(s, f, now);
     while (sqlite3_step(s) == SQLITE_ROW)
         json_array_append_new(list, row_fn(s));
     sqlite3_finalize(s);
@@ -309,6 +319,21 @@ json_t *store_list_json(struct store *st, const struct store_list_filter *f, cor
 {
     return task_list(st, "SELECT " TASK_COLUMNS TASK_FROM TASK_LIST_WHERE, task_row_json,
                      f, now);
+}
+
+int64_t store_list_count(struct store *st, const struct store_list_filter *f, core_time now)
+{
+    /* No page here: binding its ?7 and ?8 fails (SQLITE_RANGE), harmlessly. */
+    static const char sql[] = "SELECT count(*) FROM tasks t" TASK_LIST_MATCH;
+    sqlite3_stmt *s;
+    int64_t n = -1;
+    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
+        return -1;
+    task_list_bind(s, f, now);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return n;
 }
 
 json_t *store_list_brief(struct store *st, const struct store_list_filter *f, core_time now)

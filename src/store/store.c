@@ -22,9 +22,9 @@ static const char *const store_sql[Q_NQUERIES] = {
         "INSERT INTO tasks (name, state, command, workdir, env_id, task_key, priority, gpus,"
         " gpu_mem, cpus, mem, timeout_ms, retries, backoff, deps, array_id, array_index,"
         " array_limit, submit_time, attempts, base_attempts, profile, claim_source, stall_ms,"
-        " gpu_type, uid, user)"
+        " gpu_type, uid, user, notify)"
         " VALUES (?1, ?19, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25)",
+        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
     /* A task of a per-user daemon from before owners were recorded (uid NULL) is the daemon's. */
     [Q_FIND_KEY] = "SELECT id FROM tasks WHERE task_key = ?1 AND ifnull(uid, ?3) = ?2",
     [Q_STATE] = "SELECT state FROM tasks WHERE id = ?1",
@@ -53,7 +53,15 @@ struct store {
     sqlite3_stmt *q[Q_NQUERIES];
     char *error;
     int code; /* SQLite's primary result code of that error */
+    store_txn_fn txn_end; /* store_on_txn_end (daemon/events.c) */
+    void *txn_arg;
 };
+
+void store_on_txn_end(struct store *st, store_txn_fn fn, void *arg)
+{
+    st->txn_end = fn;
+    st->txn_arg = arg;
+}
 
 void store_set_error(struct store *st, char *msg)
 {
@@ -165,14 +173,20 @@ int store_commit(struct store *st)
 {
     if (store_exec(st, "COMMIT") < 0) {
         store_rollback_keep(st);
+        if (st->txn_end)
+            st->txn_end(st->txn_arg, false);
         return -1;
     }
+    if (st->txn_end)
+        st->txn_end(st->txn_arg, true);
     return 0;
 }
 
 void store_rollback(struct store *st)
 {
     store_rollback_keep(st);
+    if (st->txn_end)
+        st->txn_end(st->txn_arg, false);
 }
 
 const char *store_error(struct store *st)
@@ -276,6 +290,8 @@ int store_insert_task(struct store *st, struct task_record *rec)
         sqlite3_bind_int64(s, 24, rec->uid);
         sqlite3_bind_text(s, 25, rec->user, -1, SQLITE_TRANSIENT);
     }
+    if (rec->notify)
+        sqlite3_bind_text(s, 26, rec->notify, -1, SQLITE_TRANSIENT);
     json_decref(backoff);
     json_decref(deps);
     if (store_step_done(st, s) < 0)

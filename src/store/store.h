@@ -51,6 +51,7 @@ struct task_record {
     const char *user;           /* … and its name; NULL: not recorded (the daemon's user) */
     const char *gpu_type;       /* the --gpu-type pattern (spec.req.gpu_types is what it
                                  * matched here), or NULL */
+    const char *notify;         /* --notify: the webhook URL for its end, or NULL */
 };
 
 /* Inserts a task (inside a transaction); sets rec->spec.id. Returns -1 on failure. */
@@ -116,9 +117,13 @@ struct store_list_filter {
     bool by_owner;     /* only tasks of uid … */
     uid_t uid;
     const char *user;  /* … or of this recorded user name (NULL: none) */
+    int64_t limit;     /* at most this many, in id order (0: all) … */
+    int64_t offset;    /* … after skipping this many (the HTTP API's paging) */
 };
 /* `ls --json`: an array of task objects (without per-attempt details). */
 json_t *store_list_json(struct store *st, const struct store_list_filter *f, core_time now);
+/* How many tasks f matches, ignoring its limit and offset (X-Total-Count); -1 on error. */
+int64_t store_list_count(struct store *st, const struct store_list_filter *f, core_time now);
 
 /* `ls` for people: {"columns": [KEY, …], "tasks": [[VALUE, …], …]}, each row the values of
  * some fields of store_list_json's objects in the order of "columns", which names them by the
@@ -169,6 +174,15 @@ struct gpu_row {
 /* Appends raw samples, folds every whole minute before `now` into one-minute means, and drops
  * raw samples older than an hour and minutes older than 30 days. One transaction. */
 int store_telemetry_flush(struct store *st, const struct gpu_row *rows, size_t n, int64_t now);
+/* ---- series for charts (store/series.c; the HTTP API) -------------------------------------- */
+/* The GPUs' telemetry from since to until (ms), averaged into buckets of step ms: {"GPU": [[ts,
+ * util, mem_used, temp, power_w], …]} by machine index as text, buckets in order, null where
+ * nothing was known; raw samples where there are, one-minute means before. */
+json_t *store_gpu_series(struct store *st, int64_t since, int64_t until, int64_t step);
+/* The attempts that held GPUs from since to until, oldest first, at most limit: [{"id", "name",
+ * "user", "gpus": [machine indices], "start", "end" (null: running)}]. */
+json_t *store_gpu_holders(struct store *st, int64_t since, int64_t until, int limit);
+
 /* {"states": {state: count}, "attempts": {outcome: count}} over the whole store. */
 json_t *store_counts(struct store *st);
 /* The first `limit` queued tasks by id: [{id, name, priority, gpus, claim, since}]. */
@@ -231,5 +245,68 @@ json_t *store_exp_trials(struct store *st, const char *name, const char *metric,
 json_t *store_exp_metric_stream(struct store *st, const char *name, const char *metric);
 /* [{step, name, value}] of a task. */
 json_t *store_task_metrics(struct store *st, int64_t task);
+
+/* ---- tokens (store/tokens.c) ------------------------------------------------------------- */
+/* A row of the tokens table: an API token, or a dashboard session (docs/API.md,
+ * "Authentication"). Times are ms since the epoch; 0 = none (never expires, never used, not
+ * revoked). The store keeps no secret: hash is the hex SHA-256 of the token's whole text. */
+struct store_token {
+    int64_t id;
+    uid_t uid;
+    char user[64];
+    bool session;       /* kind 'session' (else 'token') */
+    bool read_only;
+    int64_t created, expires, last_used, revoked;
+    char hash[65];
+    char csrf[65];      /* a session's CSRF secret; "" for a token */
+};
+/* Inserts t (id and hash ignored) and its name (may be NULL) with a placeholder hash, inside
+ * the caller's transaction, and sets t->id: the hash covers the token's text, which holds the
+ * id, so the caller sets it next with store_token_set_hash, in the same transaction. */
+int store_token_insert(struct store *st, struct store_token *t, const char *name);
+int store_token_set_hash(struct store *st, int64_t id, const char *hash);
+/* 1 with *t filled, 0 when there is no such row, -1 (a read failed). */
+int store_token_get(struct store *st, int64_t id, struct store_token *t);
+/* [{id, name, user, uid, kind, read_only, created, expires, last_used, revoked}] by id: uid's
+ * rows unless all; sessions too only when sessions. */
+json_t *store_token_list(struct store *st, bool all, uid_t uid, bool sessions);
+/* Marks a row revoked at now (a revoked row keeps its first time). */
+int store_token_revoke(struct store *st, int64_t id, int64_t now);
+int store_token_used(struct store *st, int64_t id, int64_t now);
+/* Forgets sessions that expired or were revoked before `before`. */
+int store_token_prune_sessions(struct store *st, int64_t before);
+
+
+/* ---- the webhook outbox and transaction ends (store/notify.c; daemon/events.c, notify.c) ---- */
+/* Called after each transaction ends: committed (store_commit succeeded) or not (a failed
+ * commit, store_rollback). The daemon publishes what a transaction staged only once it is
+ * durable. One hook per store; fn NULL removes it. */
+typedef void (*store_txn_fn)(void *arg, bool committed);
+void store_on_txn_end(struct store *st, store_txn_fn fn, void *arg);
+/* What an event or a webhook names a task by: {name (or null), user, notify (or null)}; NULL
+ * when there is no such task. */
+json_t *store_task_brief(struct store *st, int64_t id);
+/* A webhook to deliver: url and body kept until delivered (or given up), inside the caller's
+ * transaction — the change it reports and the row are one commit. Sets *id. */
+int store_outbox_insert(struct store *st, const char *url, const char *body, int64_t now,
+                        int64_t *id);
+struct store_outbox_row {
+    int64_t id;
+    char *url, *body;   /* malloc'd: store_outbox_rows_free */
+    int tries;
+    int64_t next_at;
+};
+/* Rows due by `due` (INT64_MAX: all) that are not in `skip` (ids being delivered), oldest
+ * next_at first, at most max; *rows malloc'd. 0, or -1. */
+int store_outbox_due(struct store *st, int64_t due, const int64_t *skip, size_t nskip,
+                     size_t max, struct store_outbox_row **rows, size_t *n);
+void store_outbox_rows_free(struct store_outbox_row *rows, size_t n);
+/* The earliest next_at of a row not in skip, or INT64_MAX when none. */
+int64_t store_outbox_next(struct store *st, const int64_t *skip, size_t nskip);
+/* Delivered (or given up): the row is deleted. */
+int store_outbox_delete(struct store *st, int64_t id);
+/* A failed try: tries + 1, the next time and the error. */
+int store_outbox_retry(struct store *st, int64_t id, int tries, int64_t next_at,
+                       const char *error);
 
 #endif

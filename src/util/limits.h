@@ -19,12 +19,22 @@
 #define LIMIT_CONNS 900                   /* open connections in all (socket + HTTP) */
 #define LIMIT_PARTIAL_FRAME_S 30          /* seconds a frame may take to arrive */
 
-/* HTTP (/metrics today; the API later). */
+/* HTTP: the API, the dashboard and /metrics (daemon/http.c). */
 #define LIMIT_HTTP_HEADERS (16u << 10)    /* bytes of request line and headers */
 #define LIMIT_HTTP_BODY (1u << 20)        /* bytes of a request body */
-#define LIMIT_HTTP_IDLE_S 30              /* seconds an HTTP connection may sit idle */
-#define LIMIT_HTTP_CONNS 64               /* open HTTP connections (of LIMIT_CONNS): HTTP can
+#define LIMIT_HTTP_BODIES (32u << 20)     /* bytes of request bodies being received at once,
+                                           * all connections together */
+#define LIMIT_HTTP_IDLE_S 30              /* seconds an HTTP connection may sit idle, and a
+                                           * request may take to arrive whole */
+#define LIMIT_HTTP_CONNS 256              /* open HTTP connections (of LIMIT_CONNS): HTTP can
                                            * never crowd out the socket */
+#define LIMIT_HTTP_STREAM_BUFFER (1u << 20) /* bytes a streamed answer (events, a followed log)
+                                             * may have unread before its client is dropped */
+#define LIMIT_HTTP_STREAMS 128            /* event streams open at once (/api/v1/events): each
+                                           * holds a connection and up to the buffer above */
+#define LIMIT_EVENTS_BACKLOG 10000        /* events kept for Last-Event-ID resume: a client
+                                           * away for a few minutes of a busy queue catches up;
+                                           * one further behind gets `reset` (docs/API.md) */
 
 /* What a task is started with. */
 #define LIMIT_EXEC_STRING 131071u         /* bytes in one argument or NAME=VALUE (MAX_ARG_STRLEN-1) */

@@ -3,10 +3,13 @@
  * task of an experiment. */
 #include "util/request.h"
 #include "util/limits.h"
+#include "util/parse.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -178,10 +181,32 @@ static char *request_value(const struct request_field *f, const json_t *v)
     return xstrdup("unknown field type"); /* not reached */
 }
 
-/* The check behind both doors: every field of the table, then what involves several. */
-static int request_check(const json_t *req, unsigned door, const json_t *base_env, char **why)
+const char *request_url_problem(const char *url)
+{
+    size_t len = strlen(url), scheme;
+    if (strncmp(url, "http://", 7) == 0)
+        scheme = 7;
+    else if (strncmp(url, "https://", 8) == 0)
+        scheme = 8;
+    else
+        return "expected an http:// or https:// URL";
+    if (len > REQUEST_MAX_URL)
+        return "longer than 2048 bytes";
+    for (const unsigned char *c = (const unsigned char *)url; *c; c++)
+        if (*c <= ' ' || *c == 0x7f)
+            return "spaces and control characters are not allowed in a URL";
+    if (strchr("/:?#", url[scheme]) != NULL) /* also the end of the string */
+        return "the URL names no host";
+    return NULL;
+}
+
+/* The check behind both doors: every field of the table, then what involves several. *field:
+ * the key of the field at fault, or NULL. */
+static int request_check(const json_t *req, unsigned door, const json_t *base_env, char **why,
+                         const char **field)
 {
     *why = NULL;
+    *field = NULL;
     if (!json_is_object(req)) {
         *why = xstrdup("a task request must be an object");
         return -1;
@@ -198,11 +223,22 @@ static int request_check(const json_t *req, unsigned door, const json_t *base_en
         } else if (!absent || (f->doors & REQUEST_REQUIRED)) {
             *why = request_value(f, absent ? NULL : v);
         }
+        if (*why != NULL)
+            *field = f->key;
     }
     const json_t *gpu_mem = json_object_get(req, "gpu_mem");
     if (*why == NULL && json_is_true(json_object_get(req, "exclusive")) && gpu_mem != NULL &&
-        !json_is_null(gpu_mem))
+        !json_is_null(gpu_mem)) {
         *why = xstrdup("--exclusive and --gpu-mem contradict each other");
+        *field = "exclusive";
+    }
+    const json_t *notify = json_object_get(req, "notify");
+    const char *bad_url = json_is_string(notify) ? request_url_problem(json_string_value(notify))
+                                                 : NULL;
+    if (*why == NULL && bad_url != NULL) {
+        *why = xasprintf("'notify' (--notify) '%s': %s", json_string_value(notify), bad_url);
+        *field = "notify";
+    }
     if (*why != NULL)
         return -1;
     /* What the task is started with: base_env, then its own env. */
@@ -221,10 +257,113 @@ static int request_check(const json_t *req, unsigned door, const json_t *base_en
 
 int request_check_submit(json_t *req, char **why)
 {
-    return request_check(req, REQUEST_SUBMIT, NULL, why);
+    const char *field;
+    return request_check(req, REQUEST_SUBMIT, NULL, why, &field);
+}
+
+int request_check_submit_field(json_t *req, char **why, const char **field)
+{
+    const char *unused;
+    return request_check(req, REQUEST_SUBMIT, NULL, why, field ? field : &unused);
 }
 
 int request_check_task(const json_t *task, const json_t *base_env, char **why)
 {
-    return request_check(task, REQUEST_TASK, base_env, why);
+    const char *field;
+    return request_check(task, REQUEST_TASK, base_env, why, &field);
+}
+
+/* ---- values as text (drover submit's options, the HTTP API's strings) --------------------- */
+
+static json_t *request_number_from_text(const struct request_field *f, const char *text,
+                                        const char **why)
+{
+    long long n;
+    uint64_t size;
+    int64_t ms;
+    if (f->type == REQUEST_INT) {
+        if (parse_int(text, LLONG_MIN, LLONG_MAX, &n, why) < 0)
+            return NULL;
+    } else if (f->type == REQUEST_SIZE) {
+        if (parse_size(text, &size, why) < 0)
+            return NULL;
+        if (size > (uint64_t)LLONG_MAX) {
+            *why = "size too large";
+            return NULL;
+        }
+        n = (long long)size;
+    } else {
+        if (parse_duration(text, &ms, why) < 0)
+            return NULL;
+        n = ms;
+    }
+    return json_integer(n);
+}
+
+static json_t *request_ids_from_text(const char *text, const char **why)
+{
+    int64_t *ids;
+    size_t count;
+    if (parse_id_list(text, &ids, &count, why) < 0)
+        return NULL;
+    json_t *list = json_array();
+    for (size_t k = 0; k < count; k++)
+        json_array_append_new(list, json_integer(ids[k]));
+    free(ids);
+    return list;
+}
+
+static json_t *request_backoff_from_text(const char *text, const char **why)
+{
+    int64_t ms[REQUEST_MAX_BACKOFF];
+    int n;
+    if (parse_backoff(text, ms, REQUEST_MAX_BACKOFF, &n, why) < 0)
+        return NULL;
+    json_t *list = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(list, json_integer(ms[i]));
+    return list;
+}
+
+static json_t *request_array_from_text(const char *text, const char **why)
+{
+    struct array_spec spec;
+    if (parse_array_spec(text, REQUEST_MAX_ARRAY, &spec, why) < 0)
+        return NULL;
+    json_t *idx = json_array();
+    for (size_t i = 0; i < spec.count; i++)
+        json_array_append_new(idx, json_integer(spec.index[i]));
+    json_t *v = json_pack("{s:o,s:i}", "index", idx, "limit", spec.limit);
+    array_spec_free(&spec);
+    return v;
+}
+
+json_t *request_value_from_text(const struct request_field *f, const char *text,
+                                const char **why)
+{
+    switch (f->type) {
+    case REQUEST_INT:
+    case REQUEST_SIZE:
+    case REQUEST_DURATION:
+        return request_number_from_text(f, text, why);
+    case REQUEST_STRING:
+        return json_string(text);
+    case REQUEST_BOOL:
+        if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)
+            return json_boolean(strcmp(text, "true") == 0);
+        *why = "expected true or false";
+        return NULL;
+    case REQUEST_IDS:
+        return request_ids_from_text(text, why);
+    case REQUEST_BACKOFF:
+        return request_backoff_from_text(text, why);
+    case REQUEST_ARRAY:
+        return request_array_from_text(text, why);
+    case REQUEST_ENV:
+    case REQUEST_WORKDIR:
+    case REQUEST_COMMAND:
+        break;
+    }
+    *why = "has no text form";
+    return NULL;
 }

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #define REQUEST_MAX_STRING 4096            /* bytes in a name, key, profile or gpu_type */
+#define REQUEST_MAX_URL 2048               /* bytes in a notify URL */
 #define REQUEST_MAX_GPUS 64                /* GPUs one task may ask for (one node's) */
 #define REQUEST_MAX_DURATION_MS 1000000000000000LL /* what parse_duration() takes */
 #define REQUEST_MAX_ARRAY 100000           /* tasks in one array */
@@ -73,8 +74,24 @@ extern const struct request_field request_fields[];
 /* The field named key, or NULL. */
 const struct request_field *request_field(const char *key);
 
+/* Whether url is a webhook URL drover posts to: http:// or https://, a host, at most
+ * REQUEST_MAX_URL bytes, no spaces or control characters. NULL, or why not (static). */
+const char *request_url_problem(const char *url);
+
 /* 0 if req is a well-formed submit request, else -1 with one line in *why (the caller frees). */
 int request_check_submit(json_t *req, char **why);
+/* The same, and *field (when not NULL) names the offending field's key (static), or NULL when
+ * the fault is not one field's (the HTTP API's {"error", "field"}). */
+int request_check_submit_field(json_t *req, char **why, const char **field);
+
+/* A value as drover submit's option for f takes it, as text, made into the request's value: a
+ * whole number ("8", "-3"), a size ("10G"), a duration ("15m"), ids ("1,2"), a backoff in
+ * seconds ("5,30") or an array ("0-9%2"); a string is itself, a bool "true" or "false". The one
+ * conversion the CLI and the HTTP API share, so that both say the same about a bad value.
+ * Returns the value (new reference), or NULL with *why (one line, static). Ranges are
+ * request_check_submit's to check. Not for env, workdir or the command (no text form). */
+json_t *request_value_from_text(const struct request_field *f, const char *text,
+                                const char **why);
 
 /* The same for one task of an experiment. base_env (or NULL) is the environment the task's own
  * env goes on top of (the experiment's submitter's): the exec limits count both. */
