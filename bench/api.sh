@@ -28,6 +28,7 @@ echo "| measure | result |"
 echo "|---|---|"
 python3 "$HERE/api.py" cli
 python3 "$HERE/api.py" usage "daemon idle, no HTTP client" 20
+python3 "$HERE/api.py" array
 python3 "$HERE/api.py" fanout
 if [ -d "$HERE/../node_modules/puppeteer-core" ] && command -v chromium >/dev/null; then
     LOGIN=$("$DROVER" dashboard 2>/dev/null)

@@ -70,7 +70,7 @@ function waitReason(task) {
 function taskRow(session, task) {
   const gpus = task.gpus && task.gpus.length ? task.gpus.join(',') :
     (task.request && task.request.gpus ? `(${task.request.gpus})` : '—');
-  return h('tr', { dataset: { id: String(task.id), state: task.state } },
+  return h('tr', { dataset: { id: String(task.id), state: task.state, uid: String(task.uid) } },
     h('td', { class: 'num' }, h('a', { href: `#/task/${task.id}` }, String(task.id))),
     h('td', { class: 'name' }, h('a', { href: `#/task/${task.id}` }, task.name || task.command?.join(' ') || '')),
     h('td', { class: 'cell-state' }, stateBadge(task.state)),
@@ -172,6 +172,8 @@ export async function queuePage(main, session) {
         clear(row.querySelector('.cell-state'), stateBadge(data.state));
         const reason = row.querySelector('.reason');
         if (reason) reason.textContent = data.reason || '';
+        clear(row.querySelector('.actions'), actionButtons(session,
+          { id: Number(data.task), uid: Number(row.dataset.uid), state: data.state }));
       }
       reloadSoon();
     } else if (type === 'reset' || type === 'attempt_start' || type === 'attempt_end') {

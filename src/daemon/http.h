@@ -49,7 +49,8 @@ void http_respond_json(struct http_req *r, int status, json_t *body, const char 
  * transfer encoding (until-close for HTTP/1.0); the connection serves nothing else after it.
  * on_close(arg) is called once when the client goes away, the stream falls too far behind, or
  * the daemon stops — never after http_stream_end(). The stream is freed after on_close returns:
- * drop every pointer to it there. */
+ * drop every pointer to it there. NULL when http.c has answered r itself: a HEAD request (the
+ * head alone is the answer), or r was answered already. */
 struct http_stream;
 typedef void (*http_stream_closed)(void *arg);
 struct http_stream *http_stream_begin(struct http_req *r, int status, const char *type,
@@ -63,5 +64,12 @@ void http_stream_end(struct http_stream *s);
 
 /* daemon/api.c: routing, authentication, the answers. */
 void api_handle(struct http_req *r);
+
+/* ---- for tests/fuzz only (fuzz_http) ---- */
+/* Serves fd, a connected stream socket, as a connection the listener accepted (counted in
+ * d->conns_open, closed with BEV_OPT_CLOSE_ON_FREE); d->http is made without a listener when
+ * there is none. Returns 0. http_stop frees it all. */
+int http_adopt_fd(struct daemon *d, int fd);
+/* ---- end for tests/fuzz only ---- */
 
 #endif

@@ -112,7 +112,9 @@ try {
   if (bButtons !== 0) fail(`B's task shows ${bButtons} buttons to A`);
 
   check('a task submitted after the page loaded appears, and its state changes live');
-  const live = asA('submit', '--gpus', '1', '--name', 'live-one', '--', 'sh', '-c',
+  // A shared claim: GPU 0 holds 2G of memory no task of drover's uses (the fake NVML's state),
+  // which keeps a whole-GPU task off it once a sample has seen that; a claim fits beside it.
+  const live = asA('submit', '--gpus', '1', '--gpu-mem', '4G', '--name', 'live-one', '--', 'sh', '-c',
     'echo "hello from the dashboard test"; while [ ! -f go ]; do sleep 0.1; done; echo finished');
   await waitFor(page, (id) => document.querySelector(`#queue tr[data-id="${id}"][data-state="running"]`), [live],
     `task ${live} running in the queue`);
@@ -155,7 +157,7 @@ try {
   await shot(page, 'queue-refused');
 
   check('the task page of a running task: attempts, the live log, its GPU charts drawn from live samples');
-  const running = asA('submit', '--gpus', '1', '--name', 'gpu-task', '--', 'sh', '-c',
+  const running = asA('submit', '--gpus', '1', '--gpu-mem', '4G', '--name', 'gpu-task', '--', 'sh', '-c',
     'echo "hello from the dashboard test"; while [ ! -f go2 ]; do sleep 0.1; done; echo "the end of the log"');
   await page.goto(`${url}/#/task/${running}`, { waitUntil: 'load' });
   await waitFor(page, () => document.querySelector('table.attempts tbody tr'), [], 'the attempts table');

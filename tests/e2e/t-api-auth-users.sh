@@ -6,58 +6,20 @@
 # deleted is refused (401). Needs root (useradd): exits 77 otherwise.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root (creates users and a system daemon)"
-"$DROVER" daemon --help 2>&1 | grep -q -- '--system' || skip "no system mode yet"
-command -v setpriv >/dev/null || skip "no setpriv"
+system_setup apiauth
 command -v curl >/dev/null || skip "no curl"
+system_group G g
+system_user A a
+system_user B b
+system_user C c
+http_port
+system_daemon_start "admins = $G" "http = 127.0.0.1:$PORT"
 
-A=drvtst_ka$$ B=drvtst_kb$$ C=drvtst_kc$$ G=drvtst_kg$$
-SYS=$(mktemp -d /tmp/drover-apiauth.XXXXXX)
-chmod 0755 "$SYS"
-STATE=$SYS/state SOCK=$SYS/run/drover.sock
-DAEMON_PID=
-
-users_cleanup() {
-    system_daemon_stop "$DAEMON_PID" "$STATE"
-    for u in "$A" "$B" "$C"; do accounts userdel "$u" 2>/dev/null || true; done
-    accounts groupdel "$G" 2>/dev/null || true
-    rm -rf "$SYS"
-}
-trap 'rc=$?; users_cleanup; (exit $rc); cleanup' EXIT
-
-accounts groupadd "$G"
-accounts useradd -M -d "$SYS/home-a" -s /bin/sh "$A"
-accounts useradd -M -d "$SYS/home-b" -s /bin/sh "$B"
-accounts useradd -M -d "$SYS/home-c" -s /bin/sh "$C"
-for u in "$A" "$B" "$C"; do
-    mkdir -p "$SYS/$u-work"
-    chown "$u:" "$SYS/$u-work"
-done
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(free_port)
-URL=http://127.0.0.1:$PORT
-printf 'admins = %s\nhttp = 127.0.0.1:%s\n' "$G" "$PORT" > "$SYS/drover.conf"
-"$DROVER" daemon --system --state-dir "$STATE" --socket "$SOCK" --config "$SYS/drover.conf" \
-    > "$SYS/daemon.out" 2>&1 &
-DAEMON_PID=$!
-export DROVER_SOCKET=$SOCK
-wait_until 20 test -S "$SOCK"
-wait_until 20 "$DROVER" ls >/dev/null
-
-# as USER CMD…: CMD as USER (its groups too), in its working directory.
-as() {
-    local who=$1
-    shift
-    (cd "$SYS/$who-work" && setpriv --reuid="$who" --regid="$who" --init-groups \
-        env HOME="$SYS/$who-work" "$@")
-}
 # bearer TOKEN METHOD PATH: the status on stdout, the body in $TMP/body.
 bearer() {
     curl -sS -X "$2" -o "$TMP/body" -w '%{http_code}' -H "Authorization: Bearer $1" "$URL$3"
 }
 error_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["error"])' "$TMP/body"; }
-json_get() { python3 -c "import json,sys; v=json.load(sys.stdin)$1; print(json.dumps(v) if not isinstance(v,str) else v)"; }
 
 TA=$(as "$A" "$DROVER" token create --name alice 2>/dev/null)
 TB=$(as "$B" "$DROVER" token create --name bob 2>/dev/null)

@@ -7,40 +7,20 @@
 # cases (system mode, real users) are in t-api-auth-users.sh.
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || skip "no curl"
-mkdir -p "$DROVER_HOME"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(free_port)
-URL=http://127.0.0.1:$PORT
-echo "http = 127.0.0.1:$PORT" > "$DROVER_HOME/drover.conf"
-drover ls >/dev/null
+http_daemon
 
-# req METHOD PATH [CURL ARGS…]: the status on stdout; the body in $TMP/body, the head in
-# $TMP/head.
-req() {
-    local method=$1 path=$2
-    shift 2
-    curl -sS -X "$method" -D "$TMP/head" -o "$TMP/body" -w '%{http_code}' "$@" "$URL$path"
-}
-# bearer TOKEN METHOD PATH [CURL ARGS…]: req with the token.
+# bearer TOKEN METHOD PATH [CURL ARGS…]: req (lib.sh) with the token.
 bearer() { local tok=$1 m=$2 p=$3; shift 3; req "$m" "$p" -H "Authorization: Bearer $tok" "$@"; }
 error_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["error"])' "$TMP/body"; }
-# expect_status WANT WHAT CMD…: CMD prints a status; it must be WANT.
-expect_status() {
-    local want=$1 what=$2 got
-    shift 2
-    got=$("$@") || fail "$what: curl failed"
-    [ "$got" = "$want" ] || fail "$what: expected $want, got $got: $(cat "$TMP/body")"
-}
 expect_error() {
     local got
     got=$(error_of)
     case "$got" in *"$1"*) ;; *) fail "expected an error saying '$1', got '$got'" ;; esac
 }
 challenged() { grep -qi '^WWW-Authenticate: Bearer realm="drover"' "$TMP/head" || fail "no Bearer challenge"; }
-json_get() { python3 -c "import json,sys; v=json.load(sys.stdin)$1; print(json.dumps(v) if not isinstance(v,str) else v)"; }
 
 TOK=$(drover token create --name main 2>"$TMP/create.err")
-RO=$(drover token create --name reader --read-only 2>/dev/null)
+RO=$(api_token --name reader --read-only)
 ME=$(drover whoami --json | json_get '["user"]')
 
 t "token create prints the token alone on stdout, and says on stderr it is shown once"
@@ -130,7 +110,7 @@ drover token ls --json | python3 -c "import json,sys; r=[t for t in json.load(sy
 drover token revoke "$RO_ID" # again: nothing to do, no error
 
 t "an expired token: 401 'token expired'"
-EXP=$(drover token create --expires 1s 2>/dev/null)
+EXP=$(api_token --expires 1s)
 expired() { [ "$(bearer "$EXP" GET /api/v1/tasks)" = 401 ]; }
 wait_until 10 expired
 expect_error "token expired"

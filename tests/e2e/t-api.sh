@@ -7,34 +7,16 @@
 # answers 2xx. Authentication itself is t-api-auth.sh's.
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || skip "no curl"
-mkdir -p "$DROVER_HOME"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(free_port)
-URL=http://127.0.0.1:$PORT
-echo "http = 127.0.0.1:$PORT" > "$DROVER_HOME/drover.conf"
 export T_API_LEAK=from-the-daemons-environment # an API task must not inherit it
-drover ls >/dev/null
+http_daemon
 unset T_API_LEAK
-TOK=$(drover token create --name t-api 2>/dev/null)
-[ -n "$TOK" ] || fail "no token"
+TOK=$(api_token --name t-api)
 
-# req METHOD PATH [CURL ARGS…]: the status on stdout; the body in $TMP/body, the head in
-# $TMP/head. api: the same with the token.
-req() {
-    local method=$1 path=$2
-    shift 2
-    curl -sS -X "$method" -D "$TMP/head" -o "$TMP/body" -w '%{http_code}' "$@" "$URL$path"
-}
+# api METHOD PATH [CURL ARGS…]: req (lib.sh) with the token.
 api() { local m=$1 p=$2; shift 2; req "$m" "$p" -H "Authorization: Bearer $TOK" "$@"; }
 body() { cat "$TMP/body"; }
 # jq-like: body_get '["id"]'
-body_get() { python3 -c "import json,sys; v=json.load(open(sys.argv[1]))$1; print(json.dumps(v) if not isinstance(v,str) else v)" "$TMP/body"; }
-expect_status() {
-    local want=$1 what=$2 got
-    shift 2
-    got=$("$@") || fail "$what: curl failed"
-    [ "$got" = "$want" ] || fail "$what: expected $want, got $got: $(body)"
-}
+body_get() { json_get "$1" < "$TMP/body"; }
 # expect_error FIELD TEXT: the body is {"error": "…TEXT…", "field": FIELD} (FIELD null: none).
 expect_error() {
     python3 - "$TMP/body" "$1" "$2" <<'EOF' || fail "error body: $(cat "$TMP/body")"

@@ -11,64 +11,30 @@
 . "$(dirname "$0")/lib.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
-[ "$(id -u)" = 0 ] || skip "needs root (creates users and a system daemon)"
-command -v setpriv >/dev/null || skip "no setpriv"
+system_setup browser
 command -v curl >/dev/null || skip "no curl"
 CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
 [ -n "$CHROMIUM" ] && [ -x "$CHROMIUM" ] || skip "no chromium (scripts/install-deps installs it; or set CHROMIUM)"
 command -v node >/dev/null || skip "no node (scripts/install-deps installs it)"
 [ -d "$ROOT/node_modules/puppeteer-core" ] || skip "no node_modules/puppeteer-core (run npm ci)"
-unset DROVER_FAKE_GPUS
-: "${FAKE_NVML_DIR:?FAKE_NVML_DIR must point at the fake libnvidia-ml.so.1}"
-[ -e "$FAKE_NVML_DIR/libnvidia-ml.so.1" ] || fail "no $FAKE_NVML_DIR/libnvidia-ml.so.1"
 
-A=drvtst_wa$$ B=drvtst_wb$$
-SYS=$(mktemp -d /tmp/drover-browser.XXXXXX)
-chmod 0755 "$SYS"
-STATE=$SYS/state SOCK=$SYS/run/drover.sock
-DAEMON_PID=
-browser_cleanup() {
-    system_daemon_stop "$DAEMON_PID" "$STATE"
-    for u in "$A" "$B"; do accounts userdel "$u" 2>/dev/null || true; done
-    rm -rf "$SYS"
-}
-trap 'rc=$?; browser_cleanup; (exit $rc); cleanup' EXIT
-
-accounts useradd -M -d "$SYS/home-a" -s /bin/sh "$A"
-accounts useradd -M -d "$SYS/home-b" -s /bin/sh "$B"
-mkdir -p "$SYS/a-work" "$SYS/b-work"
-chown "$A:" "$SYS/a-work"
-chown "$B:" "$SYS/b-work"
+system_user A a
+system_user B b
 
 # The fake NVML's state: two 16G GPUs (the test rewrites it while it runs, so the charts move).
-export FAKE_NVML_STATE=$SYS/nvml.state
+use_fake_nvml "$SYS/nvml.state"
 cat > "$FAKE_NVML_STATE" <<STATE
 gpu 0 name="Fake H100" uuid=GPU-fake-0 mem_total=16G mem_used=2G util=20 mem_util=10 temp=41 power=120000 ecc=0
 gpu 1 name="Fake H100" uuid=GPU-fake-1 mem_total=16G mem_used=0 util=10 mem_util=5 temp=38 power=80000 ecc=0
 STATE
 chmod 0644 "$FAKE_NVML_STATE"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(free_port)
-URL=http://127.0.0.1:$PORT
-printf 'http = 127.0.0.1:%s\nsample = 200ms\n' "$PORT" > "$SYS/drover.conf"
-LD_LIBRARY_PATH=$FAKE_NVML_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    "$DROVER" daemon --system --state-dir "$STATE" --socket "$SOCK" --config "$SYS/drover.conf" \
-    > "$SYS/daemon.out" 2>&1 &
-DAEMON_PID=$!
-export DROVER_SOCKET=$SOCK
-wait_until 20 test -S "$SOCK"
-wait_until 20 "$DROVER" ls >/dev/null
+http_port
+system_daemon_start "http = 127.0.0.1:$PORT" "sample = 200ms"
 wait_until 20 curl -sf -o /dev/null "$URL/healthz"
 
-# as USER CMD…: CMD as USER, in its working directory. The browser test runs commands as A or B
-# through the scripts as-a and as-b.
-as() {
-    local who=$1 dir
-    shift
-    case $who in "$A") dir=$SYS/a-work ;; *) dir=$SYS/b-work ;; esac
-    (cd "$dir" && setpriv --reuid="$who" --regid="$who" --init-groups env HOME="$dir" "$@")
-}
+# as USER CMD… (lib.sh) runs CMD as USER in its working directory; the browser test runs commands
+# as A or B through the scripts as-a and as-b, which do the same.
 for u in a b; do
     if [ $u = a ]; then who=$A; else who=$B; fi
     printf '#!/bin/sh\ncd %s/%s-work && exec setpriv --reuid=%s --regid=%s --init-groups env HOME=%s/%s-work DROVER_SOCKET=%s "$@"\n' \

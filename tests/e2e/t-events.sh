@@ -6,25 +6,16 @@
 # `sample`; an experiment's changes arrive; a bad filter is a 400 naming "types"; the stream
 # limit answers 503; a keepalive comment comes every 15 s; no token is a 401.
 . "$(dirname "$0")/lib.sh"
-unset DROVER_FAKE_GPUS
-: "${FAKE_NVML_DIR:?FAKE_NVML_DIR must point at the fake libnvidia-ml.so.1}"
-[ -e "$FAKE_NVML_DIR/libnvidia-ml.so.1" ] || fail "no $FAKE_NVML_DIR/libnvidia-ml.so.1"
-export LD_LIBRARY_PATH=$FAKE_NVML_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export FAKE_NVML_STATE=$TMP/nvml.state
+use_fake_nvml "$TMP/nvml.state"
 W=$TMP/w
-mkdir -p "$W" "$DROVER_HOME"
+mkdir -p "$W"
 cd "$W"
 for i in 0 1; do
     echo "gpu $i name=\"Fake H100\" uuid=GPU-fake-$i mem_total=16G mem_used=${i}G util=7 mem_util=0 temp=4$i power=10000$i ecc=0"
 done > "$FAKE_NVML_STATE"
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$DROVER_HOME/drover.conf" <<CONF
-sample = 1s
-http = 127.0.0.1:$PORT
-CONF
-TOKEN=$("$DROVER" token create --name events)
-[ -n "$TOKEN" ] || fail "no token"
+http_daemon "sample = 1s"
+TOKEN=$(api_token --name events)
 
 # collect NAME [PATH-AND-QUERY [LAST-EVENT-ID]]: follows the stream in the background, writing
 # each event (and each comment) as a JSON line to $TMP/NAME, and the answer's head to

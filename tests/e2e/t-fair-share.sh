@@ -7,44 +7,14 @@
 export DROVER_FAKE_GPUS=2x16G
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root (creates users and a system daemon)"
-command -v setpriv >/dev/null || skip "no setpriv"
-
-A=drvtst_fa$$ B=drvtst_fb$$
-SYS=$(mktemp -d /tmp/drover-fair.XXXXXX)
-chmod 0755 "$SYS"
-STATE=$SYS/state SOCK=$SYS/run/drover.sock GATES=$SYS/gates
-DAEMON_PID=
-
-fair_cleanup() {
-    system_daemon_stop "$DAEMON_PID" "$STATE"
-    for u in "$A" "$B"; do accounts userdel "$u" 2>/dev/null || true; done
-    rm -rf "$SYS"
-}
-trap 'rc=$?; fair_cleanup; (exit $rc); cleanup' EXIT
-
-accounts useradd -M -d "$SYS/home-a" -s /bin/sh "$A"
-accounts useradd -M -d "$SYS/home-b" -s /bin/sh "$B"
-mkdir -p "$SYS/a-work" "$SYS/b-work" "$GATES"
-chown "$A:" "$SYS/a-work"
-chown "$B:" "$SYS/b-work"
+system_setup fair
+system_user A a
+system_user B b
+GATES=$SYS/gates
+mkdir -p "$GATES"
 chmod 0777 "$GATES"
+system_daemon_start "user-gpus.$B = 1" "user-queued.$B = 3"
 
-printf 'user-gpus.%s = 1\nuser-queued.%s = 3\n' "$B" "$B" > "$SYS/drover.conf"
-"$DROVER" daemon --system --state-dir "$STATE" --socket "$SOCK" --config "$SYS/drover.conf" \
-    > "$SYS/daemon.out" 2>&1 &
-DAEMON_PID=$!
-export DROVER_SOCKET=$SOCK
-wait_until 20 test -S "$SOCK"
-wait_until 20 "$DROVER" ls >/dev/null
-
-# as USER CMD…: CMD as USER (its groups too), in its working directory.
-as() {
-    local who=$1 dir
-    shift
-    case $who in "$A") dir=$SYS/a-work ;; *) dir=$SYS/b-work ;; esac
-    (cd "$dir" && setpriv --reuid="$who" --regid="$who" --init-groups env HOME="$dir" "$@")
-}
 # A task that runs until its gate (a file named after its id) is opened.
 GATED="while [ ! -e $GATES/\$DROVER_TASK_ID ]; do sleep 0.05; done"
 open_gate() { touch "$GATES/$1"; }

@@ -3,10 +3,7 @@
 # index or UUID, else the daemon's own CUDA_VISIBLE_DEVICES; tasks see the machine's indices),
 # and for a multi-GPU task the closest ones by topology.
 . "$(dirname "$0")/lib.sh"
-unset DROVER_FAKE_GPUS
-: "${FAKE_NVML_DIR:?FAKE_NVML_DIR must point at the fake libnvidia-ml.so.1}"
-export LD_LIBRARY_PATH=$FAKE_NVML_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export FAKE_NVML_STATE=$TMP/nvml.state
+use_fake_nvml "$TMP/nvml.state"
 mkdir -p "$DROVER_HOME"
 for g in 0 1 2; do
     echo "gpu $g name=\"Fake L4\" uuid=GPU-allow-$g mem_total=24G mem_used=0 util=0"

@@ -4,14 +4,10 @@
 # real free memory is too low, an out-of-memory retry with a larger claim, a stall, a GPU that
 # vanishes or reports an XID, Prometheus metrics checked by promtool.
 . "$(dirname "$0")/lib.sh"
-unset DROVER_FAKE_GPUS
-: "${FAKE_NVML_DIR:?FAKE_NVML_DIR must point at the fake libnvidia-ml.so.1}"
-[ -e "$FAKE_NVML_DIR/libnvidia-ml.so.1" ] || fail "no $FAKE_NVML_DIR/libnvidia-ml.so.1"
-export LD_LIBRARY_PATH=$FAKE_NVML_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export FAKE_NVML_STATE=$TMP/nvml.state
+use_fake_nvml "$TMP/nvml.state"
 W=$TMP/w
 mkdir -p "$W" "$DROVER_HOME"
-PORT=$((20000 + RANDOM % 20000))
+PORT=$(free_port)
 cat > "$DROVER_HOME/drover.conf" <<CONF
 # short periods, so that the test waits on conditions for a short time
 sample = 200ms

@@ -6,12 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || skip "no curl"
 command -v openssl >/dev/null || skip "no openssl"
-mkdir -p "$DROVER_HOME"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(free_port)
-URL=http://127.0.0.1:$PORT
-echo "http = 127.0.0.1:$PORT" > "$DROVER_HOME/drover.conf"
-drover ls >/dev/null
+http_daemon
 
 # raw REQUEST-BYTES (python literal): sends them on a fresh connection, prints the status line.
 raw() {

@@ -26,7 +26,6 @@ cert good "DNS:localhost,IP:127.0.0.1"
 cert other "DNS:elsewhere.example"
 export SSL_CERT_FILE=$W/ca.pem   # the daemon (started by the CLI) inherits it
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 LISTENER_PY='
 import http.server, json, ssl, sys
 port, cert, key, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]

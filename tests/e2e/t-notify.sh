@@ -13,7 +13,7 @@ cd "$W"
 : > "$POSTS"
 
 # A port nothing listens on now (the listener takes it later).
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 LISTENER_PID=""
 LISTENER_PY='
 import http.server, json, sys
@@ -132,7 +132,7 @@ wait_until 10 outbox_is 'len(rows)' 0
 t "the notify setting: every task's end, and a task's own URL as well"
 "$DROVER" shutdown >/dev/null
 wait_until 20 test ! -S "$DROVER_HOME/drover.sock"
-HTTP_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+HTTP_PORT=$(free_port)
 printf 'notify = http://127.0.0.1:%s/all\nhttp = 127.0.0.1:%s\n' "$PORT" "$HTTP_PORT" >> "$DROVER_HOME/drover.conf"
 id=$("$DROVER" submit -- true)
 wait_until 20 posts_are "p['path'] == '/all' and b['task']['id'] == $id" 1
@@ -146,7 +146,7 @@ print(len({json.loads(l)['body']['delivery'] for l in open(sys.argv[1])
            if json.loads(l)['body']['task']['id'] == $id2}))" "$POSTS")" 2 "distinct delivery ids"
 
 t "over the HTTP API: \"notify\" in a submission; a bad one is a 400 naming the field"
-TOKEN=$("$DROVER" token create --name hooks 2>/dev/null)
+TOKEN=$(api_token --name hooks)
 # api_submit JSON: prints the status and the answer's body.
 api_submit() {
     python3 - "$HTTP_PORT" "$TOKEN" "$1" <<'PY'

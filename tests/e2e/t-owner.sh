@@ -6,44 +6,15 @@
 # Needs root: it creates two real users (removed at the end).
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root (creates users and a system daemon)"
-"$DROVER" daemon --help 2>&1 | grep -q -- '--system' || skip "no system mode yet"
-command -v setpriv >/dev/null || skip "no setpriv"
-
-A=drvtst_a$$
-B=drvtst_b$$
-G=drvtst_g$$
-SYS=$(mktemp -d /tmp/drover-owner.XXXXXX)
-chmod 0755 "$SYS"
-STATE=$SYS/state
-SOCK=$SYS/run/drover.sock
-DAEMON_PID=
-
-owner_cleanup() {
-    system_daemon_stop "$DAEMON_PID" "$STATE"
-    accounts userdel "$A" 2>/dev/null || true
-    accounts userdel "$B" 2>/dev/null || true
-    accounts groupdel "$G" 2>/dev/null || true
-    rm -rf "$SYS"
-}
-trap 'rc=$?; owner_cleanup; (exit $rc); cleanup' EXIT
-
-accounts groupadd "$G"
-accounts useradd -M -d "$SYS/home-a" -s /bin/sh -G "$G" "$A"
-accounts useradd -M -d "$SYS/home-b" -s /bin/sh "$B"
-mkdir -p "$SYS/a-work" "$SYS/b-work"
-chown "$A:" "$SYS/a-work"
-chown "$B:" "$SYS/b-work"
+system_setup owner
+system_group G g
+system_user A a -G "$G"
+system_user B b
 chmod 0700 "$SYS/a-work" "$SYS/b-work"
+system_daemon_start
 
-"$DROVER" daemon --system --state-dir "$STATE" --socket "$SOCK" > "$SYS/daemon.out" 2>&1 &
-DAEMON_PID=$!
-export DROVER_SOCKET=$SOCK
-wait_until 20 test -S "$SOCK"
-wait_until 20 "$DROVER" ls >/dev/null
-
-# as USER CMD…: runs CMD as USER (its groups too), with root's HOME, USER and LOGNAME in its
-# environment: the task must not inherit them.
+# as USER CMD…: runs CMD as USER (its groups too) — unlike lib.sh's `as`, where the caller is and
+# with root's HOME, USER and LOGNAME in its environment: the task must not inherit them.
 as() {
     local who=$1
     shift

@@ -8,51 +8,13 @@
 # did what; `drover users` shows each user. Needs root (useradd): exits 77 otherwise.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root (creates users and a system daemon)"
-"$DROVER" daemon --help 2>&1 | grep -q -- '--system' || skip "no system mode yet"
-command -v setpriv >/dev/null || skip "no setpriv"
+system_setup perms
+system_group G g
+system_user A a
+system_user B b
+system_user C c -G "$G"
+system_daemon_start "admins = $G"
 
-A=drvtst_pa$$ B=drvtst_pb$$ C=drvtst_pc$$ G=drvtst_pg$$
-SYS=$(mktemp -d /tmp/drover-perms.XXXXXX)
-chmod 0755 "$SYS"
-STATE=$SYS/state SOCK=$SYS/run/drover.sock
-DAEMON_PID=
-
-perms_cleanup() {
-    system_daemon_stop "$DAEMON_PID" "$STATE"
-    for u in "$A" "$B" "$C"; do accounts userdel "$u" 2>/dev/null || true; done
-    accounts groupdel "$G" 2>/dev/null || true
-    rm -rf "$SYS"
-}
-trap 'rc=$?; perms_cleanup; (exit $rc); cleanup' EXIT
-
-accounts groupadd "$G"
-accounts useradd -M -d "$SYS/home-a" -s /bin/sh "$A"
-accounts useradd -M -d "$SYS/home-b" -s /bin/sh "$B"
-accounts useradd -M -d "$SYS/home-c" -s /bin/sh -G "$G" "$C"
-for u in a b c; do
-    mkdir -p "$SYS/$u-work"
-done
-chown "$A:" "$SYS/a-work"
-chown "$B:" "$SYS/b-work"
-chown "$C:" "$SYS/c-work"
-
-printf 'admins = %s\n' "$G" > "$SYS/drover.conf"
-"$DROVER" daemon --system --state-dir "$STATE" --socket "$SOCK" --config "$SYS/drover.conf" \
-    > "$SYS/daemon.out" 2>&1 &
-DAEMON_PID=$!
-export DROVER_SOCKET=$SOCK
-wait_until 20 test -S "$SOCK"
-wait_until 20 "$DROVER" ls >/dev/null
-
-# as USER CMD…: CMD as USER (its groups too), in its working directory.
-as() {
-    local who=$1 dir
-    shift
-    case $who in "$A") dir=$SYS/a-work ;; "$B") dir=$SYS/b-work ;; *) dir=$SYS/c-work ;; esac
-    (cd "$dir" && setpriv --reuid="$who" --regid="$who" --init-groups env HOME="$dir" "$@")
-}
-json_get() { python3 -c "import json,sys; v=json.load(sys.stdin)$1; print(json.dumps(v) if not isinstance(v,str) else v)"; }
 # raw USER: the JSON request on stdin sent as USER straight to the socket; prints the reply.
 raw() { as "$1" python3 -c "$SEND_REQUEST_PY" "$SOCK"; }
 # not_permitted OWNER CMD…: CMD exits 4 with one line naming OWNER.

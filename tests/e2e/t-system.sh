@@ -40,7 +40,6 @@ as() {
     shift
     runuser -u "$user" -- env -u DROVER_HOME DROVER_SOCKET="$SOCK" "$@"
 }
-json_get() { python3 -c "import json,sys; v=json.load(sys.stdin)$1; print(json.dumps(v) if not isinstance(v,str) else v)"; }
 
 t "--system refuses to start without root, one line, exit 2"
 rc=0
@@ -64,7 +63,8 @@ expect_eq "$(stat -c %a "$SOCK")" 666 "the socket's mode"
 expect_eq "$(stat -c %a "$(dirname "$SOCK")")" 755 "the socket directory's mode"
 expect_eq "$(stat -c %a "$SYS")" 711 "the state directory's mode"
 expect_eq "$(stat -c %a "$SYS/drover.db")" 600 "drover.db's mode"
-grep -q "serving $SOCK for every user" "$SYSLOG" || fail "the log does not say system mode: $(cat "$SYSLOG")"
+# The line is written once everything is up, a moment after the socket appears.
+wait_until 20 grep -q "serving $SOCK for every user" "$SYSLOG"
 
 t "a bad setting in the --config file: one line naming the file and line, exit 2"
 printf 'admins = x\nfrobnicate = 1\n' >"$TMP/bad.conf"
