@@ -121,6 +121,12 @@ struct daemon {
 
 int daemon_main(int argc, char **argv);
 
+/* The loop's priorities (libevent: lower runs first). Everything is at the default, 1, but the
+ * HTTP connections, at DAEMON_PRIO_HTTP: when the socket and HTTP both have work, the socket's
+ * is done first, and the loop looks again after each HTTP callback (main.c). */
+#define DAEMON_PRIOS 3
+#define DAEMON_PRIO_HTTP 2
+
 /* ---- daemon/events.c: live events (/api/v1/events) ---------------------------------------- */
 /* The backlog of the last LIMIT_EVENTS_BACKLOG events and the streams that follow it. Task,
  * attempt and experiment events are staged while their transaction is open and published only

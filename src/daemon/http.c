@@ -770,6 +770,7 @@ static void http_on_accept(void *owner, int fd)
     bufferevent_setcb(c->bev, http_on_read, http_on_write, http_on_event, c);
     bufferevent_setwatermark(c->bev, EV_READ, 0, LIMIT_HTTP_HEADERS);
     bufferevent_set_max_single_write(c->bev, HTTP_MAX_WRITE);
+    bufferevent_priority_set(c->bev, DAEMON_PRIO_HTTP);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     http_arm(c, LIMIT_HTTP_IDLE_S);
 }

@@ -312,7 +312,14 @@ int daemon_main(int argc, char **argv)
     char *dbpath = paths_join(d.home, "drover.db");
     d.store = store_open(dbpath, &err);
     free(dbpath);
-    d.base = event_base_new();
+    /* HTTP's events run last and one callback at a time (http.c sets their priority): a socket
+     * client — the CLI — waits behind at most one HTTP request, however busy the API is. */
+    struct event_config *ecfg = event_config_new();
+    event_config_set_max_dispatch_interval(ecfg, NULL, 1, DAEMON_PRIO_HTTP);
+    d.base = event_base_new_with_config(ecfg);
+    event_config_free(ecfg);
+    if (d.base == NULL || event_base_priority_init(d.base, DAEMON_PRIOS) < 0)
+        fatalx("cannot make the event loop");
     if (d.store == NULL || daemon_machine(&d, &err) < 0)
         goto fail;
     daemon_events(&d);

@@ -204,12 +204,12 @@ static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
         json_object_set_new(reply, "ok", json_true());
         return reply;
     }
-    json_t *reply = json_pack("{s:b,s:o}", "ok", 1, "tasks",
-                              store_list_json(d->store, &f, daemon_now()));
-    if (limit > 0 || offset > 0) /* a page: how many there are in all */
-        json_object_set_new(reply, "total",
-                            json_integer(store_list_count(d->store, &f, daemon_now())));
-    return reply;
+    if (limit == 0 && offset == 0)
+        return json_pack("{s:b,s:o}", "ok", 1, "tasks",
+                         store_list_json(d->store, &f, daemon_now()));
+    int64_t total; /* a page: and how many there are in all */
+    json_t *page = store_list_page(d->store, &f, daemon_now(), &total);
+    return json_pack("{s:b,s:o,s:I}", "ok", 1, "tasks", page, "total", (json_int_t)total);
 }
 
 static json_t *op_show(struct daemon *d, struct conn *c, json_t *req)

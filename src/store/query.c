@@ -103,13 +103,33 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
 #define TASK_FROM                                                                             \
     " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
 
-/* ?4/?5: an owner filter (uid, name; both NULL: none); ?6: the daemon's uid, the owner of a
- * task without a recorded one; ?7/?8: the page (LIMIT -1: all). */
-#define TASK_LIST_MATCH                                                                       \
-    " WHERE (?1 IS NULL OR t.state = ?1)"                                                     \
-    " AND (?2 OR t.end_time IS NULL OR t.end_time >= ?3)"                                     \
-    " AND ((?4 IS NULL AND ?5 IS NULL) OR ifnull(t.uid, ?6) = ?4 OR t.user = ?5)"
-#define TASK_LIST_WHERE TASK_LIST_MATCH " ORDER BY t.id LIMIT ?7 OFFSET ?8"
+/* A listing's WHERE holds only the filters given, so that SQLite can use an index for them
+ * (tasks_live, tasks_list) rather than test "?1 IS NULL OR …" on every row: ?1 the state; ?3
+ * the oldest end still listed (tasks that ended within a day, unless `all`); ?4/?5 an owner (uid,
+ * name), ?6 the daemon's uid (the owner of a task without a recorded one); ?7/?8 the page
+ * (LIMIT -1: all). Parameters a filter leaves out are bound anyway: SQLITE_RANGE, harmless.
+ * walk: the terms are written so that no index serves them (a unary +), and SQLite walks the
+ * tasks in id order, stopping at the page's end — far cheaper than collecting and sorting every
+ * match when many tasks match. (malloc'd) */
+static char *task_list_sql(const char *select, const struct store_list_filter *f, bool page,
+                           bool walk)
+{
+    const char *plus = walk ? "+" : "";
+    char *state = f->state ? xasprintf(" AND %st.state = ?1", plus) : xstrdup("");
+    char *recent = f->all ? xstrdup("")
+                          : xasprintf(" AND (%st.end_time IS NULL OR %st.end_time >= ?3)", plus,
+                                      plus);
+    char *sql = xasprintf("%s WHERE 1%s%s%s%s", select, state, recent,
+                          f->by_owner || f->user ? " AND (ifnull(t.uid, ?6) = ?4 OR t.user = ?5)"
+                                                 : "",
+                          page ? " ORDER BY t.id LIMIT ?7 OFFSET ?8" : "");
+    free(state);
+    free(recent);
+    return sql;
+}
+
+/* A page matching more tasks than this is walked in id order (task_list_sql). */
+#define STORE_LIST_WALK_MIN 2000
 
 enum brief_kind {
     BRIEF_INT,
@@ -284,12 +304,11 @@ json_t *store_task_json(struct store *st, int64_t id)
     return o;
 }
 
-/* Binds f to a listing's statement (TASK_LIST_MATCH's parameters, and the page's). */
+/* Binds f to a listing's statement (task_list_sql's parameters). */
 static void task_list_bind(sqlite3_stmt *s, const struct store_list_filter *f, core_time now)
 {
     if (f->state)
         sqlite3_bind_text(s, 1, f->state, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(s, 2, f->all);
     sqlite3_bind_int64(s, 3, now - 24 * 3600 * 1000LL);
     if (f->by_owner)
         sqlite3_bind_int64(s, 4, f->uid);
@@ -301,12 +320,16 @@ static void task_list_bind(sqlite3_stmt *s, const struct store_list_filter *f, c
 }
 
 /* The tasks of a listing, each made by row_fn from a row of `columns`. */
-static json_t *task_list(struct store *st, const char *sql, json_t *(*row_fn)(sqlite3_stmt *),
-                         const struct store_list_filter *f, core_time now)
+static json_t *task_list(struct store *st, const char *select,
+                         json_t *(*row_fn)(sqlite3_stmt *), const struct store_list_filter *f,
+                         core_time now, bool walk)
 {
     sqlite3_stmt *s;
     json_t *list = json_array();
-    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
+    char *sql = task_list_sql(select, f, true, walk);
+    int rc = sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL);
+    free(sql);
+    if (rc != SQLITE_OK)
         return list;
     task_list_bind(s, f, now);
     while (sqlite3_step(s) == SQLITE_ROW)
@@ -317,17 +340,19 @@ static json_t *task_list(struct store *st, const char *sql, json_t *(*row_fn)(sq
 
 json_t *store_list_json(struct store *st, const struct store_list_filter *f, core_time now)
 {
-    return task_list(st, "SELECT " TASK_COLUMNS TASK_FROM TASK_LIST_WHERE, task_row_json,
-                     f, now);
+    return task_list(st, "SELECT " TASK_COLUMNS TASK_FROM, task_row_json, f, now, false);
 }
 
-int64_t store_list_count(struct store *st, const struct store_list_filter *f, core_time now)
+/* How many tasks f matches, its page aside (a count of the tasks_list index); -1 on error. */
+static int64_t task_list_count(struct store *st, const struct store_list_filter *f,
+                               core_time now)
 {
-    /* No page here: binding its ?7 and ?8 fails (SQLITE_RANGE), harmlessly. */
-    static const char sql[] = "SELECT count(*) FROM tasks t" TASK_LIST_MATCH;
     sqlite3_stmt *s;
     int64_t n = -1;
-    if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
+    char *sql = task_list_sql("SELECT count(*) FROM tasks t", f, false, false);
+    int rc = sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL);
+    free(sql);
+    if (rc != SQLITE_OK)
         return -1;
     task_list_bind(s, f, now);
     if (sqlite3_step(s) == SQLITE_ROW)
@@ -336,12 +361,20 @@ int64_t store_list_count(struct store *st, const struct store_list_filter *f, co
     return n;
 }
 
+json_t *store_list_page(struct store *st, const struct store_list_filter *f, core_time now,
+                        int64_t *total)
+{
+    *total = task_list_count(st, f, now);
+    return task_list(st, "SELECT " TASK_COLUMNS TASK_FROM, task_row_json, f, now,
+                     *total > STORE_LIST_WALK_MIN);
+}
+
 json_t *store_list_brief(struct store *st, const struct store_list_filter *f, core_time now)
 {
     json_t *columns = json_array();
     for (int i = 0; i < TASK_BRIEF_N; i++)
         json_array_append_new(columns, json_string(task_brief[i].key));
-    json_t *rows = task_list(st, "SELECT " TASK_BRIEF_COLUMNS TASK_FROM TASK_LIST_WHERE,
-                             task_brief_row, f, now);
+    json_t *rows = task_list(st, "SELECT " TASK_BRIEF_COLUMNS TASK_FROM, task_brief_row, f, now,
+                             false);
     return json_pack("{s:o,s:o}", "columns", columns, "tasks", rows);
 }

@@ -122,8 +122,11 @@ struct store_list_filter {
 };
 /* `ls --json`: an array of task objects (without per-attempt details). */
 json_t *store_list_json(struct store *st, const struct store_list_filter *f, core_time now);
-/* How many tasks f matches, ignoring its limit and offset (X-Total-Count); -1 on error. */
-int64_t store_list_count(struct store *st, const struct store_list_filter *f, core_time now);
+/* A page of it (f's limit and offset) and, in *total, how many tasks f matches in all
+ * (X-Total-Count; -1 on error). Cheap however deep the store: the count reads an index, and a
+ * page of a large match walks the tasks in id order to the page's end. */
+json_t *store_list_page(struct store *st, const struct store_list_filter *f, core_time now,
+                        int64_t *total);
 
 /* `ls` for people: {"columns": [KEY, …], "tasks": [[VALUE, …], …]}, each row the values of
  * some fields of store_list_json's objects in the order of "columns", which names them by the

@@ -137,6 +137,7 @@ void fuzz_daemon_new(struct daemon *d, void (*on_event)(struct daemon *d))
     if (d->store == NULL)
         fatalx("fuzz_%s: %s", fuzz_name, err);
     d->base = event_base_new();
+    event_base_priority_init(d->base, DAEMON_PRIOS); /* as daemon_main's loop */
     fuzz_machine(d);
     d->kick = event_new(d->base, -1, 0, cb, d);
     d->carry = event_new(d->base, -1, 0, cb, d);

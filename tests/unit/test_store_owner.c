@@ -204,11 +204,59 @@ static void test_users_and_experiments(void **state)
     json_decref(l);
 }
 
+/* The HTTP API's pages (store_list_page): a filter that matches few tasks is read through the
+ * index, one that matches more than STORE_LIST_WALK_MIN (2000) by walking the tasks in id order;
+ * either way a page is the same ids in id order, and the total is the whole match. */
+static void test_list_pages(void **state)
+{
+    struct store *st = ((struct fixture *)*state)->st;
+    store_begin(st);
+    for (int i = 0; i < 2600; i++) {
+        struct task_record rec;
+        memset(&rec, 0, sizeof rec);
+        rec.command = json_pack("[s]", "true");
+        rec.env = json_object();
+        rec.workdir = "/";
+        rec.uid = i % 5 == 0 ? 5002 : 5001; /* bob owns every fifth: 520, a small match */
+        rec.user = i % 5 == 0 ? "bob" : "alice";
+        rec.array_index = -1;
+        assert_int_equal(store_insert_task(st, &rec), 0);
+        json_decref(rec.command);
+        json_decref(rec.env);
+    }
+    assert_int_equal(store_commit(st), 0);
+    struct {
+        struct store_list_filter f;
+        int64_t total, first; /* the first id of the page at offset 100 */
+    } cases[] = {
+        {{.all = true, .limit = 50, .offset = 100}, 2600, 101},                  /* walked */
+        {{.all = true, .by_owner = true, .uid = 5001, .limit = 50, .offset = 100}, 2080, 127},
+        {{.all = true, .by_owner = true, .uid = 5002, .limit = 50, .offset = 100}, 520, 501},
+        {{.all = false, .state = "pending", .limit = 50, .offset = 100}, 2600, 101}, /* as inserted */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t total = -2;
+        json_t *page = store_list_page(st, &cases[c].f, 0, &total);
+        assert_int_equal(total, cases[c].total);
+        assert_int_equal(json_array_size(page), 50);
+        int64_t prev = 0;
+        for (size_t k = 0; k < json_array_size(page); k++) {
+            int64_t id = json_integer_value(json_object_get(json_array_get(page, k), "id"));
+            assert_true(id > prev);
+            prev = id;
+        }
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(page, 0), "id")),
+                         cases[c].first);
+        json_decref(page);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_keys_per_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_by_owner, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_pages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_users_and_experiments, setup, teardown),
     };
