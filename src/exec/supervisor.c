@@ -154,16 +154,21 @@ fail:
  * a reader sees the old line or the new one, never a mix, and no temporary file is created per
  * update (file creation is a large part of an attempt's cost; docs/BENCHMARKS.md). Returns 0 or
  * an errno. */
-static int supervisor_write_pid(pid_t task)
+static int supervisor_write_pids(pid_t supervisor, pid_t task)
 {
     char line[64];
-    int len = snprintf(line, sizeof line, "%10ld %10ld\n", (long)getpid(), (long)task);
+    int len = snprintf(line, sizeof line, "%10ld %10ld\n", (long)supervisor, (long)task);
     int fd = openat(SUPERVISOR_DIR_FD, "pid", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd == -1)
         return errno;
     int error = pwrite(fd, line, (size_t)len, 0) == len ? 0 : errno ? errno : EIO;
     close(fd);
     return error;
+}
+
+static int supervisor_write_pid(pid_t task)
+{
+    return supervisor_write_pids(getpid(), task);
 }
 
 /* Reserves the status's space: status.tmp, EXEC_STATUS_RESERVE bytes of whitespace (written, not
@@ -250,6 +255,10 @@ static void __attribute__((noreturn)) supervisor_task(const struct exec_spec *sp
 
     if (setsid() == -1)
         goto fail;
+    /* The group is on disk before any of the task runs: a kill -9 of the supervisor at any
+     * moment after leaves a group exec_kill_orphans finds. (vfork: the supervisor is suspended
+     * until the exec, and writes the same line again after it.) */
+    supervisor_write_pids(getppid(), getpid());
     failure.stage = STAGE_STDIN;
     if (supervisor_redirect(AT_FDCWD, "/dev/null", O_RDONLY, STDIN_FILENO) == -1)
         goto fail;
@@ -369,9 +378,10 @@ static void supervisor_spawn(struct supervisor *sup)
         close(report[0]);
         return;
     }
-    /* Recorded at once, before the exec's outcome: a kill -9 of the supervisor from here on leaves
-     * a group that exec_kill_orphans can find. (Should the write fail, the file keeps pgid 0 and
-     * only the orphan kill is lost; the status still comes.) */
+    /* Recorded again (the task wrote it before its exec), before the exec's outcome: a kill -9
+     * of the supervisor from here on leaves a group that exec_kill_orphans can find. (Should both
+     * writes fail, the file keeps pgid 0 and only the orphan kill is lost; the status still
+     * comes.) */
     sup->status.pgid = pid;
     supervisor_write_pid(pid);
 
