@@ -253,7 +253,10 @@ static void fuzz_check_answers(const struct fuzz_read *in, size_t answered)
             unsigned long long length = strtoull(v, &num_end, 10);
             if (num_end != v + vlen)
                 fuzz_fail("a malformed Content-Length", in, off - hlen);
-            if (!head) {
+            /* http.c's own closing answer to a HEAD request it could not hand over (a bad
+             * target) has no body either; api_handle never saw that request. */
+            bool own_head = !queued && close && off == in->len;
+            if (!head && !own_head) {
                 if (in->len - off < length)
                     fuzz_fail("a body shorter than its Content-Length", in, off - hlen);
                 off += (size_t)length;
