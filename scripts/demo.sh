@@ -67,5 +67,8 @@ The pipeline ran: $state. Where to look next:
   $DROVER_HOME/runs/ID/ATTEMPT/      # each attempt's stdout, stderr and exit status
   docs/CLI.md                        # every command and its --json schema
   docs/ARCHITECTURE.md               # how core/, the daemon, the store and exec/ fit
+  docs/API.md                        # the HTTP API and the web dashboard: put
+                                     # 'http = 127.0.0.1:8420' in \$DROVER_HOME/drover.conf,
+                                     # restart (drover shutdown), then: drover dashboard
 (The daemon was stopped; any drover command with this DROVER_HOME starts it again.)
 TEXT
