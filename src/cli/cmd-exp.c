@@ -357,16 +357,18 @@ static const struct cmd_entry exp_entries[] = {
                    "release the held trials of a paused experiment", exp_no_opts, 1, exp_resume),
 };
 
+extern const struct cmd_entry cmd_exp_render; /* cli/cmd-exp-render.c */
+
 static const struct cmd_entry *const exp_subcommands[] = {
     &exp_entries[0], &exp_entries[1], &exp_entries[2], &exp_entries[3], &exp_entries[4],
-    &exp_entries[5], NULL,
+    &exp_entries[5], &cmd_exp_render, NULL,
 };
 _Static_assert(sizeof exp_entries / sizeof exp_entries[0] == 6,
                "exp_subcommands lists every entry of exp_entries");
 
 const struct cmd_entry cmd_exp = {
     .name = "exp",
-    .usage = "exp run|ls|show|export|stop|resume …",
+    .usage = "exp run|ls|show|export|stop|resume|render …",
     .summary = "experiments: YAML templates, sweeps, early stopping, the leaderboard",
     .subcommands = exp_subcommands,
 };

@@ -101,6 +101,9 @@ static const struct schema_key schema_stage[] = {
     {.key = "stall", .type = TYPE_DURATION},
     {.key = "priority", .type = TYPE_INTEGER, .check = schema_check_priority},
     {.key = "retry", .type = TYPE_RETRY, .children = schema_retry, .check = schema_check_retry},
+    /* The container image for `drover exp render --format k8s` (exp/render.h); runs here
+     * ignore it. */
+    {.key = "image", .type = TYPE_STRING},
     {.key = NULL},
 };
 /* command and stages depend on kind: schema_check_kind. */
@@ -126,6 +129,9 @@ static const struct schema_key schema_spec[] = {
      .check = stages_check},
     /* A webhook for the experiment's end (daemon/notify.c), kept in the stored spec. */
     {.key = "notify", .type = TYPE_STRING, .check = schema_check_notify},
+    /* The container image for `drover exp render --format k8s` (exp/render.h); runs here
+     * ignore it. */
+    {.key = "image", .type = TYPE_STRING},
     {.key = NULL},
 };
 static const struct schema_key schema_metadata[] = {

@@ -29,8 +29,11 @@
  *     circuit_breaker: { failures: INT }
  *     generator: { command: [STR, …] }
  *     notify: URL                  (http(s): POST experiment.ended when it ends; daemon/notify.c)
+ *     image: STR                   (the container image for `drover exp render --format k8s`,
+ *                                   taken as written; a stage may have its own; runs here
+ *                                   ignore it: exp/render.h)
  *     stages: [ { name: STR, command: [STR…], resources: {…}, needs: [STR…], env, timeout,
- *                 stall, priority, retry } ]   (Pipeline: required; Experiment: not allowed)
+ *                 stall, priority, retry, image } ]   (Pipeline: required; Experiment: not allowed)
  *
  * What a template leaves out is not given to the daemon (exp_task_to_json leaves it out), which
  * applies its defaults; the defaults of early_stopping, circuit_breaker, metrics and sweep are
