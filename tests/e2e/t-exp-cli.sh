@@ -16,7 +16,7 @@ exp_json() {
 exp_done() { [ "$(exp_json "$1" 'e["state"]')" = done ]; }
 
 t "every exp subcommand has --help and -h: its usage and its options, exit 0"
-for sub in run ls show export stop resume; do
+for sub in run ls show export stop resume render; do
     for flag in --help -h; do
         out=$("$DROVER" exp "$sub" "$flag") || fail "drover exp $sub $flag exited $?"
         case "$out" in
@@ -34,7 +34,7 @@ out=$("$DROVER" exp export --help)
 grep -q -- "--format VALUE" <<<"$out" || fail "drover exp export --help lacks --format: $out"
 if grep -q -- "--json" <<<"$out"; then fail "drover exp export --help offers --json: $out"; fi
 out=$("$DROVER" exp --help)
-for sub in run ls show export stop resume; do
+for sub in run ls show export stop resume render; do
     grep -q "drover exp $sub" <<<"$out" || fail "drover exp --help does not list $sub: $out"
 done
 "$DROVER" exp run x.yaml --help | grep -q "^usage: drover exp run" ||
@@ -54,9 +54,9 @@ expect_eq "$ERR" "drover exp: too many arguments (usage: drover exp ls [--json])
 expect_exit 2 "$DROVER" exp show
 expect_eq "$ERR" "drover exp: missing argument (usage: drover exp show NAME [--json])"
 expect_exit 2 "$DROVER" exp
-expect_eq "$ERR" "drover exp: missing subcommand: run, ls, show, export, stop, resume (see drover exp --help)"
+expect_eq "$ERR" "drover exp: missing subcommand: run, ls, show, export, stop, resume, render (see drover exp --help)"
 expect_exit 2 "$DROVER" exp lst
-expect_eq "$ERR" "drover exp: unknown subcommand 'lst': run, ls, show, export, stop, resume (see drover exp --help)"
+expect_eq "$ERR" "drover exp: unknown subcommand 'lst': run, ls, show, export, stop, resume, render (see drover exp --help)"
 [ ! -e "$DROVER_HOME/drover.sock" ] || fail "a usage error started a daemon"
 
 cat > "$W/once.yaml" <<'YAML'
