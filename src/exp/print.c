@@ -7,18 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An argument as a shell would need it: bare when safe, else in single quotes. */
-static void print_word(FILE *fp, const char *s)
-{
-    if (*s != '\0' && subst_shell_plain(s, strlen(s))) {
-        fputs(s, fp);
-        return;
-    }
-    char *quoted = subst_shell_quote(s, strlen(s));
-    fputs(quoted, fp);
-    free(quoted);
-}
-
 static void print_words(FILE *fp, const char *label, char *const *words)
 {
     if (words == NULL || words[0] == NULL)
@@ -26,7 +14,7 @@ static void print_words(FILE *fp, const char *label, char *const *words)
     fprintf(fp, "  %-8s", label);
     for (size_t i = 0; words[i] != NULL; i++) {
         fputc(' ', fp);
-        print_word(fp, words[i]);
+        subst_shell_word(fp, words[i]);
     }
     fputc('\n', fp);
 }
@@ -72,7 +60,7 @@ static void print_task(const struct exp_task *task, FILE *fp)
         json_object_foreach(task->params, path, value) {
             char *text = subst_text(value), *pair = xasprintf("%s=%s", path, text);
             fputc(' ', fp);
-            print_word(fp, pair);
+            subst_shell_word(fp, pair);
             free(pair);
             free(text);
         }

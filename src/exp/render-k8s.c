@@ -357,18 +357,6 @@ static json_t *render_argv(char **argv)
     return a;
 }
 
-/* An argument as sh reads it: bare when no character means anything to a shell. */
-static void render_word(FILE *fp, const char *s)
-{
-    if (*s != '\0' && subst_shell_plain(s, strlen(s))) {
-        fputs(s, fp);
-        return;
-    }
-    char *quoted = subst_shell_quote(s, strlen(s));
-    fputs(quoted, fp);
-    free(quoted);
-}
-
 /* trial-N.sh: the trial's own environment (what differs between trials), then its command. */
 static char *render_script(const struct exp_def *def, const struct exp_task *task,
                            const json_t *common)
@@ -387,7 +375,7 @@ static char *render_script(const struct exp_def *def, const struct exp_task *tas
         char *name = xstrndup(*e, (size_t)(eq - *e));
         if (!render_ours(name)) {
             fprintf(fp, "export %s=", name);
-            render_word(fp, eq + 1);
+            subst_shell_word(fp, eq + 1);
             fputc('\n', fp);
         }
         free(name);
@@ -395,7 +383,7 @@ static char *render_script(const struct exp_def *def, const struct exp_task *tas
     fputs("exec", fp);
     for (char **a = task->argv; a && *a; a++) {
         fputc(' ', fp);
-        render_word(fp, *a);
+        subst_shell_word(fp, *a);
     }
     fputc('\n', fp);
     fclose(fp);

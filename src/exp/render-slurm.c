@@ -22,17 +22,6 @@ static void slurm_word(FILE *fp, const char *s)
     }
 }
 
-static void slurm_shell_word(FILE *fp, const char *s)
-{
-    if (*s != '\0' && subst_shell_plain(s, strlen(s))) {
-        fputs(s, fp);
-        return;
-    }
-    char *quoted = subst_shell_quote(s, strlen(s));
-    fputs(quoted, fp);
-    free(quoted);
-}
-
 static bool slurm_ours(const char *kv)
 {
     static const char *const ours[] = {"DROVER_TASK_ID=", "DROVER_ATTEMPT=",
@@ -74,7 +63,7 @@ static char *slurm_script(const struct exp_def *def, const struct exp_task *task
     }
     slurm_argv_free(argv);
     fputs("export DROVER_TASK_ID=", fp);
-    slurm_shell_word(fp, job_name);
+    subst_shell_word(fp, job_name);
     fputs("\nexport DROVER_ATTEMPT=$((${SLURM_RESTART_COUNT:-0} + 1))\n", fp);
     if (task->trial >= 0 && json_object_get(def->spec, "sweep") != NULL)
         fprintf(fp, "export DROVER_ARRAY_INDEX=%d\n", task->trial);
@@ -86,13 +75,13 @@ static char *slurm_script(const struct exp_def *def, const struct exp_task *task
         if (eq == NULL || slurm_ours(*e))
             continue;
         fprintf(fp, "export %.*s=", (int)(eq - *e), *e);
-        slurm_shell_word(fp, eq + 1);
+        subst_shell_word(fp, eq + 1);
         fputc('\n', fp);
     }
     fputs("exec", fp); /* the task is the batch shell: --signal=B:USR1 reaches it */
     for (char **a = task->argv; a && *a; a++) {
         fputc(' ', fp);
-        slurm_shell_word(fp, *a);
+        subst_shell_word(fp, *a);
     }
     fputc('\n', fp);
     fclose(fp);

@@ -152,6 +152,17 @@ static bool subst_append(struct template *t, struct subst_buf *b, const char *s,
 
 /* s in POSIX shell single quotes (malloc'd): inside them every character but ' is itself,
  * newlines included, and a ' is written '\'' (end the quotes, an escaped ', quote again). */
+void subst_shell_word(FILE *fp, const char *s)
+{
+    if (*s != '\0' && subst_shell_plain(s, strlen(s))) {
+        fputs(s, fp);
+        return;
+    }
+    char *quoted = subst_shell_quote(s, strlen(s));
+    fputs(quoted, fp);
+    free(quoted);
+}
+
 char *subst_shell_quote(const char *s, size_t len)
 {
     size_t quotes = 0;

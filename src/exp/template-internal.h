@@ -143,6 +143,9 @@ void subst_json(FILE *fp, const json_t *v);
 char *subst_shell_quote(const char *s, size_t len);
 /* Whether s[0 .. len) holds only characters no shell gives a meaning to. */
 bool subst_shell_plain(const char *s, size_t len);
+/* Writes s as one word a POSIX shell reads back as s: bare when nothing in it means anything to
+ * a shell, else in single quotes. */
+void subst_shell_word(FILE *fp, const char *s);
 /* The whole of root (a spec) substituted, each node once. New reference, or NULL with t->err. */
 json_t *subst_spec(struct template *t, const json_t *root);
 
