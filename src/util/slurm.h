@@ -75,4 +75,93 @@ int slurm_sbatch_argv(const struct slurm_job *job, const struct slurm_settings *
 /* Frees an argv from slurm_sbatch_argv(); NULL is a no-op. */
 void slurm_argv_free(char **argv);
 
+/* ---- What Slurm says (util/slurm-parse.c; docs/SLURM.md, "What drover reads back") --------
+ * Pure parsers of what squeue and scontrol print, and the meaning of a Slurm job state to
+ * drover. No I/O: the daemon runs the commands and hands their output here. Tested on outputs
+ * captured from Slurm 22.05 (tests/unit/slurm-fixtures/, tests/unit/test_slurm_parse.c).
+ *
+ * One squeue call per poll for every tracked job, filtered here rather than by squeue (22.05's
+ * `squeue --json` ignores -j and -t, and the text form takes a whole poll in one line per job):
+ *     squeue --noheader --states=all --me --Format=SLURM_SQUEUE_FORMAT
+ * one line per job or array element: "12|PENDING|Resources|0|", "7_3|FAILED|NonZeroExitCode|768|",
+ * and for an array's elements not yet started one line "7_[2-3%2]|PENDING|JobArrayTaskLimit|0|".
+ * `--states=all` keeps finished jobs while slurmctld remembers them (MinJobAge, 300 s by
+ * default), so their exit status comes with the same call; a job squeue no longer lists is
+ * asked about with `scontrol show job -o ID` (or sacct, where the cluster keeps accounting). */
+#define SLURM_SQUEUE_FORMAT "JobArrayID:|,State:|,Reason:|,exit_code:|"
+#define SLURM_NO_TASK (-1) /* not an array element */
+
+/* A job, or one element of an array, as squeue or scontrol sees it. */
+struct slurm_job_info {
+    int64_t job_id;        /* the job's id; for an array element the array's job id (the "7"
+                            * of "7_3"), which is what drover records */
+    int64_t array_task_id; /* the element ("3"), or SLURM_NO_TASK */
+    char *array_tasks;     /* the elements not yet started, as Slurm writes them ("2-3%2"),
+                            * with array_task_id SLURM_NO_TASK; NULL otherwise */
+    char *state;           /* Slurm's state as it says it ("PENDING"); never NULL */
+    char *reason;          /* Slurm's reason ("Resources"); NULL for "None" or none */
+    int exit_code;         /* 0-255, or -1 when not known (a line without it) */
+    int signal;            /* the signal that ended it, or 0 */
+    int64_t run_time_s;    /* scontrol's RunTime; 0 if it never started; -1 when not known */
+};
+
+/* What one squeue or scontrol output holds: every line it could read, and how many it could
+ * not (skipped and counted, never fatal: the caller may log the count). */
+struct slurm_jobs {
+    struct slurm_job_info *job; /* sorted by job_id, then array_task_id (an array's rest
+                                 * lines, SLURM_NO_TASK, before its elements) */
+    size_t count;
+    size_t skipped;             /* malformed lines or records */
+};
+
+/* Parses `squeue --noheader --Format=SLURM_SQUEUE_FORMAT` (also `--format='%i|%T|%r'`, the
+ * same without the exit status): "ID|STATE|REASON[|WAIT_STATUS][|anything more…]". The exit
+ * status there is a raw wait status (22.05: exit 3 prints 768, SIGKILL 9). Empty lines are
+ * ignored; a line that is not one job is skipped and counted. Never NULL; free with
+ * slurm_jobs_free(). */
+struct slurm_jobs *slurm_squeue_parse(const char *text);
+/* Parses `scontrol show job -o [ID]`: one record per line (an array shows one per element and
+ * one for its rest), "JobId=… JobState=… Reason=… ExitCode=E:S RunTime=…". A record without
+ * JobId and JobState is skipped and counted; so is any line not starting "JobId=" (e.g.
+ * "slurm_load_jobs error: Invalid job id specified", which scontrol prints, on stderr, for a
+ * job it no longer knows). A job name holding " Key=value" words cannot pass for the record's
+ * own fields. Never NULL; free with slurm_jobs_free(). */
+struct slurm_jobs *slurm_scontrol_parse(const char *text);
+/* NULL is a no-op. */
+void slurm_jobs_free(struct slurm_jobs *jobs);
+/* The squeue entry that tells about job_id's element task (SLURM_NO_TASK for a job that is
+ * not an array): the element's own line, else the line of the array's rest whose elements
+ * include it (then it is pending). NULL when squeue does not list it. O(log n) plus the rest
+ * lines of that array. */
+const struct slurm_job_info *slurm_jobs_find(const struct slurm_jobs *jobs, int64_t job_id,
+                                             int64_t task);
+/* Splits a raw wait status as squeue prints it into an exit code (0-255, or -1 if the status
+ * is not one: above 16 bits) and a signal (0 if none). Returns 0, or -1 when not a status. */
+int slurm_wait_status(int64_t status, int *exit_code, int *signal);
+
+/* What a Slurm job state means to drover. */
+enum slurm_outcome {
+    SLURM_OUTCOME_POLL,      /* a state this code does not know: keep polling, change nothing */
+    SLURM_OUTCOME_QUEUED,    /* PENDING, and Slurm's own requeues (REQUEUED, REQUEUE_HOLD,
+                              * REQUEUE_FED, RESV_DEL_HOLD, SPECIAL_EXIT): the same job id will
+                              * run again, so nothing is submitted and no retry is used */
+    SLURM_OUTCOME_RUNNING,   /* RUNNING, COMPLETING, CONFIGURING, and SUSPENDED, STOPPED,
+                              * SIGNALING, STAGE_OUT, RESIZING (still holding its allocation) */
+    SLURM_OUTCOME_SUCCEEDED, /* COMPLETED */
+    SLURM_OUTCOME_FAILED,    /* FAILED (exit code or signal), OUT_OF_MEMORY */
+    SLURM_OUTCOME_TIMED_OUT, /* TIMEOUT, DEADLINE */
+    SLURM_OUTCOME_CANCELLED, /* CANCELLED (by drover's scancel or anyone's) */
+    SLURM_OUTCOME_REQUEUE,   /* NODE_FAIL, PREEMPTED, BOOT_FAIL: ended by the cluster, not the
+                              * task: submit again without using a retry */
+};
+
+/* The outcome of a job Slurm says is in state, with reason, exit_code and signal as parsed
+ * above (-1 / 0 when not known), and *why: one line for drover's reason, always set, malloc'd,
+ * the caller frees it: "slurm: Resources" for PENDING, "exit code 3", "killed by signal 9
+ * (SIGKILL)", "out of memory (Slurm)", "slurm: unknown state 'X'" for POLL. */
+enum slurm_outcome slurm_outcome_of(const char *state, const char *reason, int exit_code,
+                                    int signal, char **why);
+/* "poll", "queued", "running", "succeeded", "failed", "timed_out", "cancelled", "requeue". */
+const char *slurm_outcome_name(enum slurm_outcome outcome);
+
 #endif
