@@ -222,39 +222,60 @@ static void zygote_lost(struct daemon *d)
     daemon_start_zygote(d);
 }
 
-void daemon_reap(struct daemon *d)
+/* Reads what running trials reported — unless the store cannot commit it: exp_poll's
+ * transaction is its own, and its failure would stop the daemon (the metrics stay in the trials'
+ * files). Called once the attempts about to be finished are known to have ended, so that what an
+ * ended trial wrote last is read before its run goes. */
+static void reap_metrics(struct daemon *d)
 {
-    pid_t pid, pids[64];
-    int status, n;
-    size_t ended = 0;
-    /* What ended trials wrote last, before their runs go — unless the store cannot commit it:
-     * exp_poll's transaction is its own, and its failure would stop the daemon (the metrics stay
-     * in the trials' files). */
     if (disk_can_commit(d))
         exp_poll(d);
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-        ended += reap_pid(d, pid);
+}
+
+void daemon_reap(struct daemon *d)
+{
+    pid_t pid, pids[64], *gone = NULL;
+    int status, n;
+    size_t ngone = 0, cap = 0, ended = 0;
+    bool lost = false;
+    /* Every supervisor that exited, first; only then their trials' metrics (complete now: each
+     * task ended before its supervisor) and their ends. Reading the metrics before collecting
+     * the exits would miss the last lines of a trial that ended in between. */
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        xgrow((void **)&gone, &cap, ngone + 1, sizeof *gone);
+        gone[ngone++] = pid;
+    }
     while (exec_zygote_running() && (n = exec_zygote_exited(pids, 64)) != 0) {
         if (n < 0) {
-            zygote_lost(d);
+            lost = true;
             break;
         }
-        for (int i = 0; i < n; i++)
-            ended += reap_pid(d, pids[i]);
+        xgrow((void **)&gone, &cap, ngone + (size_t)n, sizeof *gone);
+        memcpy(gone + ngone, pids, (size_t)n * sizeof *pids);
+        ngone += (size_t)n;
     }
+    reap_metrics(d);
+    for (size_t i = 0; i < ngone; i++)
+        ended += reap_pid(d, gone[i]);
+    free(gone);
+    if (lost)
+        zygote_lost(d);
     reschedule(d, ended);
 }
 
 void daemon_poll_adopted(struct daemon *d)
 {
     struct exec_status st;
-    struct run *r = d->runs, *next;
+    struct run *r, *next;
     size_t ended = 0;
-    if (disk_can_commit(d)) /* see daemon_reap */
-        exp_poll(d); /* trials' metrics, every poll (200 ms): early stopping acts at once */
-    for (; r; r = next) {
+    /* Which adopted attempts ended, first; then every trial's metrics (early stopping acts at
+     * once, every poll: 200 ms), the ended ones' complete; then their ends. */
+    for (r = d->runs; r; r = r->next)
+        r->ended = !r->child && exec_probe(r->run_dir, &st) != EXEC_RUNNING;
+    reap_metrics(d);
+    for (r = d->runs; r; r = next) {
         next = r->next;
-        if (!r->child && exec_probe(r->run_dir, &st) != EXEC_RUNNING) {
+        if (r->ended) {
             finish_run(d, r);
             ended++;
         }

@@ -23,6 +23,7 @@ struct run {
     int attempt;
     pid_t pid;          /* supervisor pid; 0 when unknown */
     bool child;         /* our child: SIGCHLD tells; else polled */
+    bool ended;         /* daemon_poll_adopted: seen ended, to be finished after its metrics */
     char *run_dir;
     core_time start;
     struct core_placement placement;
