@@ -264,7 +264,8 @@ static void fuzz_check_answers(const struct fuzz_read *in, size_t answered)
         } else if ((v = fuzz_header(lines, llen, "Transfer-Encoding", &vlen)) != NULL) {
             if (vlen != 7 || strncasecmp(v, "chunked", 7) != 0)
                 fuzz_fail("a Transfer-Encoding other than chunked", in, off - hlen);
-            stream = true;
+            /* A HEAD answer to a stream has its head alone, and the connection goes on. */
+            stream = !head;
             if (!head)
                 fuzz_chunks(in, &off);
         } else if (status != 204 && status != 304 && !head) {
