@@ -14,14 +14,10 @@
 /* Points of one metric of one trial in a series: beyond it, every k-th is kept (and the last). */
 #define API_SERIES_POINTS 500
 
+/* `drover exp ls --json`: the list alone. */
 void api_exp_list(struct http_req *r, const struct api_caller *who, const struct api_params *p)
 {
-    json_t *reply = api_call(r, who, json_pack("{s:s}", "op", "exp_ls"));
-    if (reply == NULL)
-        return;
-    json_t *list = json_incref(json_object_get(reply, "experiments"));
-    json_decref(reply);
-    http_respond_json(r, 200, list, NULL);
+    api_view(r, who, "exp_ls", "experiments");
 }
 
 /* {"loss": [[step, value], …], …} of a task, each at most API_SERIES_POINTS points. */

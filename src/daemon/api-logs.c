@@ -116,6 +116,22 @@ static void api_follower_closed(void *arg)
     api_follower_free(arg);
 }
 
+/* Sends up to API_LOGS_CHUNK bytes of dir's f->file from f->offset (which it advances).
+ * Returns how many, or -1 when the client is gone (f is then gone too: on_close). */
+static ssize_t api_follower_chunk(struct api_follower *f, const char *dir)
+{
+    char *path = xasprintf("%s/%s", dir, f->file);
+    size_t len;
+    char *buf = api_logs_read(path, f->offset, API_LOGS_CHUNK, &len);
+    free(path);
+    int rc = len > 0 ? http_stream_write(f->stream, buf, len) : 0;
+    free(buf);
+    if (rc < 0)
+        return -1;
+    f->offset += (off_t)len;
+    return (ssize_t)len;
+}
+
 /* Sends what is new; returns false when f is gone (the client went, or the end was sent). */
 static bool api_follower_send(struct api_follower *f, json_t *task)
 {
@@ -127,33 +143,18 @@ static bool api_follower_send(struct api_follower *f, json_t *task)
         if (f->attempt != 0) { /* the rest of the attempt before, then the next from its start */
             long long prev;
             const char *old = api_logs_dir(task, f->attempt, &prev);
-            if (old != NULL) {
-                char *path = xasprintf("%s/%s", old, f->file);
-                size_t len;
-                char *buf = api_logs_read(path, f->offset, API_LOGS_CHUNK, &len);
-                free(path);
-                int rc = len > 0 ? http_stream_write(f->stream, buf, len) : 0;
-                free(buf);
-                if (rc < 0)
-                    return false;
-                if (len == API_LOGS_CHUNK) {
-                    f->offset += (off_t)len;
-                    return true; /* more of it at the next tick */
-                }
-            }
+            ssize_t sent = old != NULL ? api_follower_chunk(f, old) : 0;
+            if (sent < 0)
+                return false;
+            if (sent == API_LOGS_CHUNK)
+                return true; /* more of it at the next tick */
         }
         f->attempt = which;
         f->offset = 0;
     }
-    char *path = xasprintf("%s/%s", dir, f->file);
-    size_t len;
-    char *buf = api_logs_read(path, f->offset, API_LOGS_CHUNK, &len);
-    free(path);
-    int rc = len > 0 ? http_stream_write(f->stream, buf, len) : 0;
-    free(buf);
-    if (rc < 0)
+    ssize_t len = api_follower_chunk(f, dir);
+    if (len < 0)
         return false;
-    f->offset += (off_t)len;
     bool latest = f->fixed || api_logs_dir(task, 0, &which) == NULL || which == f->attempt;
     if (len < API_LOGS_CHUNK && latest && api_logs_ended(task)) {
         struct http_stream *s = f->stream;

@@ -76,6 +76,10 @@ void api_gpus(struct http_req *r, const struct api_caller *who, const struct api
 void api_gpus_series(struct http_req *r, const struct api_caller *who,
                      const struct api_params *p);
 void api_users(struct http_req *r, const struct api_caller *who, const struct api_params *p);
+/* Answers r with op's reply (an op that takes no arguments, run as who), "ok" aside; only its
+ * `member` when not NULL (the list a CLI command prints with --json). */
+void api_view(struct http_req *r, const struct api_caller *who, const char *op,
+              const char *member);
 /* daemon/api-exp.c */
 void api_exp_list(struct http_req *r, const struct api_caller *who, const struct api_params *p);
 void api_exp_show(struct http_req *r, const struct api_caller *who, const struct api_params *p);

@@ -39,28 +39,29 @@ void api_metrics(struct http_req *r, const struct api_caller *who, const struct 
     free(text);
 }
 
-/* A reply of op (no arguments) as the body, "ok" aside. */
-static void api_view(struct http_req *r, const struct api_caller *who, const char *op)
+void api_view(struct http_req *r, const struct api_caller *who, const char *op,
+              const char *member)
 {
     json_t *reply = api_call(r, who, json_pack("{s:s}", "op", op));
-    if (reply != NULL)
-        http_respond_json(r, 200, reply, NULL);
+    if (reply == NULL)
+        return;
+    if (member != NULL) {
+        json_t *part = json_incref(json_object_get(reply, member));
+        json_decref(reply);
+        reply = part;
+    }
+    http_respond_json(r, 200, reply, NULL);
 }
 
 void api_gpus(struct http_req *r, const struct api_caller *who, const struct api_params *p)
 {
-    api_view(r, who, "gpus");
+    api_view(r, who, "gpus", NULL);
 }
 
 /* `drover users --json`: the list alone, as the CLI prints it. */
 void api_users(struct http_req *r, const struct api_caller *who, const struct api_params *p)
 {
-    json_t *reply = api_call(r, who, json_pack("{s:s}", "op", "users"));
-    if (reply == NULL)
-        return;
-    json_t *list = json_incref(json_object_get(reply, "users"));
-    json_decref(reply);
-    http_respond_json(r, 200, list, NULL);
+    api_view(r, who, "users", "users");
 }
 
 /* A time: ms since the epoch, "now", or relative to now ("-1h", "-30m"). 0, or -1 after

@@ -141,6 +141,13 @@ static void events_txn_end(void *arg, bool committed)
     notify_txn_end(d, committed);
 }
 
+/* Whether anyone could ever read an event: without the HTTP listener (the setting is read at
+ * start) none is made, so that a daemon without it pays nothing on the task path. */
+static bool events_wanted(const struct daemon *d)
+{
+    return d->events != NULL && d->http != NULL;
+}
+
 static json_t *events_int_or_null(long long v, bool known)
 {
     return known ? json_integer(v) : json_null();
@@ -149,7 +156,7 @@ static json_t *events_int_or_null(long long v, bool known)
 void events_stage_task(struct daemon *d, int64_t task, enum task_state state,
                        const char *reason, core_time now)
 {
-    if (d->events == NULL)
+    if (!events_wanted(d))
         return;
     json_t *brief = store_task_brief(d->store, task);
     json_t *data = json_pack("{s:I,s:O,s:O,s:s,s:o,s:I}", "task", (json_int_t)task, "name",
@@ -166,7 +173,7 @@ void events_stage_task(struct daemon *d, int64_t task, enum task_state state,
 void events_stage_attempt_start(struct daemon *d, int64_t task, int attempt,
                                 const struct core_placement *machine, core_time now)
 {
-    if (d->events == NULL)
+    if (!events_wanted(d))
         return;
     /* Core's start is the task's change to running (no state action of its own). */
     events_stage_task(d, task, TASK_RUNNING, NULL, now);
@@ -180,7 +187,7 @@ void events_stage_attempt_start(struct daemon *d, int64_t task, int attempt,
 
 void events_stage_attempt_end(struct daemon *d, const struct attempt_end *e)
 {
-    if (d->events == NULL || e->discard)
+    if (!events_wanted(d) || e->discard)
         return;
     events_stage(d, EV_ATTEMPT_END,
                  json_pack("{s:I,s:i,s:s,s:o,s:o,s:I}", "task", (json_int_t)e->task, "attempt",
@@ -193,6 +200,8 @@ void events_stage_attempt_end(struct daemon *d, const struct attempt_end *e)
 void events_stage_experiment(struct daemon *d, const char *name, const char *state,
                              const char *reason)
 {
+    if (!events_wanted(d))
+        return;
     events_stage(d, EV_EXPERIMENT,
                  json_pack("{s:s,s:s,s:o,s:I}", "name", name, "state", state, "reason",
                            reason ? json_string(reason) : json_null(), "time",
@@ -201,7 +210,7 @@ void events_stage_experiment(struct daemon *d, const char *name, const char *sta
 
 void events_gpu(struct daemon *d, const struct gpu_row *rows, size_t n, core_time now)
 {
-    if (d->events == NULL)
+    if (!events_wanted(d))
         return;
     json_t *gpus = json_array();
     for (size_t i = 0; i < n; i++) {

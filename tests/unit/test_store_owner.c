@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "store/store.h"
+#include "store_fixture.h"
 
 struct fixture {
     char dir[64];
@@ -20,12 +21,7 @@ struct fixture {
 static int setup(void **state)
 {
     struct fixture *fx = calloc(1, sizeof *fx);
-    char path[128], *err = NULL;
-    snprintf(fx->dir, sizeof fx->dir, "/tmp/drover-store-owner.XXXXXX");
-    assert_non_null(mkdtemp(fx->dir));
-    snprintf(path, sizeof path, "%s/drover.db", fx->dir);
-    fx->st = store_open(path, &err);
-    assert_non_null(fx->st);
+    fx->st = store_fixture_open(fx->dir, "/tmp/drover-store-owner.XXXXXX");
     *state = fx;
     return 0;
 }
@@ -33,10 +29,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *fx = *state;
-    char cmd[128];
-    store_close(fx->st);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", fx->dir);
-    assert_int_equal(system(cmd), 0);
+    store_fixture_close(fx->st, fx->dir);
     free(fx);
     return 0;
 }
