@@ -145,6 +145,7 @@ static const struct submit_kind {
     [REQUEST_DURATION] = {submit_text, false},
     [REQUEST_STRING] = {submit_string, false},
     [REQUEST_BOOL] = {submit_bool, false},
+    [REQUEST_BACKEND] = {submit_text, false},
     [REQUEST_IDS] = {submit_ids, true},
     [REQUEST_BACKOFF] = {submit_text, false},
     [REQUEST_ENV] = {submit_env, true},

@@ -89,6 +89,7 @@ void core_attempt_start(struct core *core, struct core_task *t, const struct cor
     act->attempt = t->attempts;
     act->at = ready;
     act->placement = *pl;
+    act->backend = t->backend;
 }
 
 static int64_t attempt_backoff(const struct core_task *t, int retry)

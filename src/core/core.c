@@ -30,6 +30,7 @@ struct core *core_new(const struct core_policy *policy)
     struct core *core = core_xcalloc(1, sizeof *core);
     core->policy = policy != NULL ? *policy : core_policy_default();
     core_queue_init(&core->queue, core->policy.aging_ms);
+    core_queue_init(&core->slurm_queue, core->policy.aging_ms);
     core->now = INT64_MIN;
     core->ready_clock = INT64_MIN;
     return core;
@@ -54,6 +55,7 @@ void core_free(struct core *core)
     core_map_free(&core->tasks);
     core_map_free(&core->arrays);
     core_queue_free(&core->queue);
+    core_queue_free(&core->slurm_queue);
     core_users_free(core);
     core_retry_free(&core->retry);
     core_place_free(&core->place);
@@ -138,6 +140,7 @@ struct core_task *core_task_alloc(struct core *core, const struct core_task_spec
         t->nbackoff = CORE_MAX_BACKOFF;
     memcpy(t->backoff, spec->backoff, (size_t)t->nbackoff * sizeof t->backoff[0]);
     t->array_id = spec->array_id;
+    t->backend = spec->backend;
     t->array_limit = spec->array_limit;
     t->attempts = spec->attempts < 0 ? 0 : spec->attempts;
     t->attempts_base = spec->retry_base < 0 ? 0 : spec->retry_base;

@@ -78,6 +78,14 @@ struct core_request {
     uint64_t gpu_types;  /* GPU types it may run on (bit t = type t); 0 = any */
 };
 
+/* Where a task's attempts run: this machine's GPUs, or a Slurm cluster the daemon hands them to
+ * (docs/SLURM.md). A Slurm attempt takes nothing of this machine: its START has no placement
+ * (node -1), and only its array's limit and whether Slurm answers hold it back. */
+enum core_backend {
+    CORE_BACKEND_LOCAL,
+    CORE_BACKEND_SLURM,
+};
+
 enum dep_kind {
     DEP_AFTER_OK,  /* runs only if the dependency succeeded (--after) */
     DEP_AFTER_ANY, /* runs once the dependency ended, however (--after-any) */
@@ -109,6 +117,7 @@ struct core_task_spec {
                           * starts a fresh budget): retries used = attempts - retry_base - 1 */
     uint32_t user;       /* its owner, an opaque number (the daemon gives the uid); every task
                           * 0 = one user, which is today's behaviour */
+    enum core_backend backend; /* core_choose_backend() decided it at submission */
 };
 
 /* Where an attempt runs: GPUs on one node, or (nnodes > 1) whole nodes. */
@@ -160,7 +169,8 @@ struct core_action {
     core_time at;                 /* CORE_ACT_STATE to RETRYING: when it is queued again;
                                    * CORE_ACT_START: when the task became ready (latency) */
     int attempt;                  /* CORE_ACT_START: 1, 2, … */
-    struct core_placement placement; /* CORE_ACT_START */
+    struct core_placement placement; /* CORE_ACT_START (node -1 and no GPUs on Slurm) */
+    enum core_backend backend;    /* CORE_ACT_START: where it runs (spill may change it) */
 };
 
 struct core_actions {
@@ -204,6 +214,11 @@ struct core_policy {
     int64_t fair_share_half_life_ms;
     /* Every user's limits unless core_set_user_limits() gives one others. */
     struct core_limits user_limits;
+    /* A Slurm cluster takes tasks (the daemon has shared-dir set), and when a task goes there
+     * without asking (docs/SLURM.md, "spill"): never; unfit (a task no node here could ever
+     * run); after spill_after_ms waiting queued here (not yet built: see docs/SLURM.md). */
+    bool slurm;
+    enum core_spill { CORE_SPILL_NEVER, CORE_SPILL_UNFIT } spill;
 };
 
 /* The daemon's default: aging 60 s per point, backfill, best fit, scan bound 10000, fair share
@@ -227,6 +242,18 @@ void core_set_nodes(struct core *core, const struct core_node *nodes, int nnodes
 #define CORE_WHY_MAX 192
 int core_check_request(const struct core *core, const struct core_request *req, char *why,
                        size_t len);
+
+/* Where a new task runs: Slurm when it asks (asked = CORE_BACKEND_SLURM) and the policy has a
+ * Slurm cluster; else Slurm when spill = unfit and core_check_request() says no node here could
+ * ever run it; else here. Returns -1 (why filled, as core_check_request's) when it cannot run
+ * anywhere: Slurm asked for without a cluster, or unfit here and not spilled. */
+int core_choose_backend(const struct core *core, const struct core_request *req,
+                        enum core_backend asked, enum core_backend *backend, char *why,
+                        size_t len);
+
+/* Whether the Slurm cluster answers (the daemon's last command to it): while it does not, no
+ * Slurm task is started, and they wait queued. Starts out up. */
+void core_set_slurm_up(struct core *core, bool up);
 
 /* A new task. Appends its first state (HELD, PENDING, QUEUED or UPSTREAM_FAILED if a
  * success-dependency already failed). Returns -1 if the id is already live or a live-marked
@@ -355,7 +382,8 @@ struct core_user_info {
 size_t core_users(const struct core *core, core_time now, struct core_user_info *v, size_t max);
 
 /* Why a live queued task is not starting, when core knows something the driver can show:
- * "user limit: 4 GPUs in use", "user limit: 2 tasks running". Returns 0 with the reason in
+ * "user limit: 4 GPUs in use", "user limit: 2 tasks running", "slurm is not answering".
+ * Returns 0 with the reason in
  * why[0..len), or -1 (no such reason: it waits for room, or is not queued). */
 int core_task_why(const struct core *core, int64_t id, char *why, size_t len);
 

@@ -57,6 +57,7 @@ struct core_task {
     int array_limit;
     int attempts;
     int attempts_base;            /* spec.retry_base: attempts made before this retry budget */
+    enum core_backend backend;
 
     struct core_dep *deps;        /* as given; restore links them in core_restore_done() */
     size_t ndeps;
@@ -95,6 +96,8 @@ struct core {
     struct core_map tasks;        /* id -> struct core_task * (live tasks) */
     struct core_map arrays;       /* array id -> struct core_array * */
     struct core_queue queue;      /* the ready queue; with fair share, each user's instead */
+    struct core_queue slurm_queue; /* ready Slurm tasks (started in a pass of their own) */
+    bool slurm_down;              /* core_set_slurm_up(false) */
     struct core_map users;        /* user + 1 -> struct core_user * */
     /* A pass's iteration over users with ready tasks, least usage first; ulast is the user
      * whose task was handed out last (its key may have grown since). */
@@ -166,6 +169,10 @@ bool core_user_blocked(const struct core_task *t);
  * caller may remove the task last returned (and only that one). */
 void core_ready_start(struct core *core, core_time now);
 struct core_task *core_ready_next(struct core *core);
+
+/* backend.c */
+/* Starts every ready Slurm task its array's limit allows (none while Slurm is not answering). */
+void core_schedule_slurm(struct core *core, core_time now, struct core_actions *out);
 
 /* attempt.c */
 /* Moves a queued task to RUNNING on pl and appends its START. */

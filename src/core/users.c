@@ -122,18 +122,24 @@ void core_users_free(struct core *core)
 
 struct core_queue *core_task_queue(struct core *core, const struct core_task *t)
 {
+    if (t->backend == CORE_BACKEND_SLURM)
+        return &core->slurm_queue;
     return core->policy.fair_share ? &t->owner->queue : &core->queue;
 }
 
+/* What counts against a user's GPU limit and fair share: this machine's GPUs (a Slurm cluster
+ * keeps its own accounts). */
 static int users_task_gpus(const struct core_task *t)
 {
-    return t->req.gpus > 0 ? t->req.gpus : 0;
+    return t->req.gpus > 0 && t->backend == CORE_BACKEND_LOCAL ? t->req.gpus : 0;
 }
 
 void core_user_track(struct core *core, const struct core_task *t, core_time at, int delta)
 {
     struct core_user *u = t->owner;
     int gpus = users_task_gpus(t);
+    if (t->backend == CORE_BACKEND_SLURM)
+        return; /* users' limits and shares are this machine's */
     if (delta > 0 && at < u->usage_time) {
         /* A restored attempt that started before the user's clock: charge what it used. */
         double dt = (double)(u->usage_time - at);
@@ -333,6 +339,13 @@ size_t core_users(const struct core *core, core_time now, struct core_user_info 
 int core_task_why(const struct core *core, int64_t id, char *why, size_t len)
 {
     const struct core_task *t = core_task_get(core, id);
+    if (t != NULL && t->state == TASK_QUEUED && t->backend == CORE_BACKEND_SLURM) {
+        if (!core->slurm_down)
+            return -1;
+        if (why != NULL && len > 0)
+            snprintf(why, len, "slurm is not answering");
+        return 0;
+    }
     if (t == NULL || t->state != TASK_QUEUED || !core_user_blocked(t))
         return -1;
     const struct core_user *u = t->owner;

@@ -1,6 +1,7 @@
 /* Learning how attempts ended — from SIGCHLD for our own supervisors, by polling the run
  * directory for supervisors adopted after a restart — and restoring core from the store. */
 #include "daemon/daemon.h"
+#include "daemon/cmd.h"
 #include "daemon/request.h"
 #include "core/learn.h"
 #include "exec/exec.h"
@@ -242,6 +243,8 @@ void daemon_reap(struct daemon *d)
      * task ended before its supervisor) and their ends. Reading the metrics before collecting
      * the exits would miss the last lines of a trial that ended in between. */
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (cmd_reaped(pid, status))
+            continue; /* a Slurm command's (daemon/cmd.c) */
         xgrow((void **)&gone, &cap, ngone + 1, sizeof *gone);
         gone[ngone++] = pid;
     }
@@ -271,7 +274,7 @@ void daemon_poll_adopted(struct daemon *d)
     /* Which adopted attempts ended, first; then every trial's metrics (early stopping acts at
      * once, every poll: 200 ms), the ended ones' complete; then their ends. */
     for (r = d->runs; r; r = r->next)
-        r->ended = !r->child && exec_probe(r->run_dir, &st) != EXEC_RUNNING;
+        r->ended = !r->child && !r->slurm && exec_probe(r->run_dir, &st) != EXEC_RUNNING;
     reap_metrics(d);
     for (r = d->runs; r; r = next) {
         next = r->next;
@@ -327,7 +330,9 @@ static void restore_one(void *arg, int64_t id, enum task_state state, core_time 
         .started = attempt_start,
         .attempt_running = attempt_open,
     };
-    if (attempt_open) {
+    if (attempt_open && spec.backend == CORE_BACKEND_SLURM) {
+        rs.placement = (struct core_placement){.node = -1};
+    } else if (attempt_open) {
         rs.placement = *placement;
         if (!daemon_gpus_from_machine(d, &rs.placement))
             fprintf(stderr, "drover daemon: task %lld runs on a GPU drover no longer has\n",
@@ -336,6 +341,8 @@ static void restore_one(void *arg, int64_t id, enum task_state state, core_time 
     if (core_restore(d->core, &spec, &rs) < 0) {
         fprintf(stderr, "drover daemon: task %lld could not be restored\n", (long long)id);
         ctx->failed++;
+    } else if (attempt_open && spec.backend == CORE_BACKEND_SLURM) {
+        slurm_adopt(d, id, attempts, attempt_start, run_dir, &rs.placement);
     } else if (attempt_open) {
         struct exec_status st;
         if (exec_probe(run_dir, &st) == EXEC_RUNNING) {

@@ -65,6 +65,19 @@ static const struct config_key config_keys[] = {
      "retries of a submitted task that names none (experiment trials: 3)"},
     {"default-backoff", CONFIG_BACKOFF, OFF(default_backoff), NULL,
      "seconds between the retries of a task that names none, the last repeating"},
+    {"shared-dir", CONFIG_STRING, OFF(shared_dir), NULL,
+     "hand tasks to Slurm (--on slurm): a directory this machine and the Slurm nodes see at the"
+     " same path, for their run directories and checkpoints"},
+    {"slurm-partition", CONFIG_STRING, OFF(slurm_partition), NULL, "sbatch --partition"},
+    {"slurm-account", CONFIG_STRING, OFF(slurm_account), NULL, "sbatch --account"},
+    {"slurm-qos", CONFIG_STRING, OFF(slurm_qos), NULL, "sbatch --qos"},
+    {"slurm-args", CONFIG_STRING, OFF(slurm_args), NULL,
+     "more sbatch flags, split into words as a shell would (never run through one)"},
+    {"slurm-poll", CONFIG_DURATION, OFF(slurm_poll_ms), "5s",
+     "how often one squeue call looks at every Slurm job drover tracks"},
+    {"spill", CONFIG_STRING, OFF(spill), "never",
+     "when a task goes to Slurm without --on slurm: never, or unfit (this machine could never"
+     " run it)"},
     {"admins", CONFIG_STRING, OFF(admins), NULL,
      "system mode: members of this group are admins, as root is (default: root alone)"},
     {"fair-share", CONFIG_BOOL, OFF(fair_share), "yes",
@@ -424,6 +437,18 @@ static int config_http(struct daemon_config *cfg, char **err)
         *err = xstrdup("http-tls-cert is set but http is not: nothing would serve HTTPS");
         return -1;
     }
+    if (strcmp(cfg->spill, "never") != 0 && strcmp(cfg->spill, "unfit") != 0) {
+        *err = xasprintf("spill '%s': expected never or unfit", cfg->spill);
+        return -1;
+    }
+    if (cfg->shared_dir != NULL && cfg->shared_dir[0] != '/') {
+        *err = xasprintf("shared-dir '%s' is not an absolute path", cfg->shared_dir);
+        return -1;
+    }
+    if (cfg->slurm_poll_ms < 100) {
+        *err = xstrdup("slurm-poll must be at least 100ms");
+        return -1;
+    }
     if (cfg->notify != NULL && strncmp(cfg->notify, "http://", 7) != 0 &&
         strncmp(cfg->notify, "https://", 8) != 0) {
         *err = xasprintf("notify '%s': expected an http:// or https:// URL", cfg->notify);
@@ -495,6 +520,14 @@ void config_free(struct daemon_config *cfg)
     free(cfg->http_tls_key);
     free(cfg->notify);
     free(cfg->admins);
+    free(cfg->shared_dir);
+    free(cfg->slurm_partition);
+    free(cfg->slurm_account);
+    free(cfg->slurm_qos);
+    free(cfg->slurm_args);
+    free(cfg->spill);
+    cfg->shared_dir = cfg->slurm_partition = cfg->slurm_account = cfg->slurm_qos = NULL;
+    cfg->slurm_args = cfg->spill = NULL;
     free(cfg->state_dir);
     free(cfg->socket);
     free(cfg->config);

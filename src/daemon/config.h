@@ -34,6 +34,12 @@ struct daemon_config {
     int default_retries;
     int ndefault_backoff;      /* 1 to REQUEST_MAX_BACKOFF */
     int64_t default_backoff[CORE_MAX_BACKOFF]; /* ms, the last repeating */
+    /* Slurm (daemon/slurm.c, docs/SLURM.md): a cluster takes tasks once shared-dir is set. */
+    char *shared_dir;          /* absolute: run directories of Slurm tasks, seen by both sides */
+    char *slurm_partition, *slurm_account, *slurm_qos;
+    char *slurm_args;          /* extra sbatch words, split like a shell (never run by one) */
+    int64_t slurm_poll_ms;     /* one squeue call per poll while jobs are tracked */
+    char *spill;               /* never, unfit */
     char *admins;              /* system mode: the group whose members are admins, or NULL */
     /* Between users (core/users.c): fair share by decayed GPU usage, and what one user's tasks
      * may hold (0 = no limit), with per-user and per-group overrides (config_user_limits). */

@@ -50,6 +50,14 @@ struct run {
     long long metrics_off, stdout_off;
     int64_t metrics_lines;      /* the step of a JSON line that gives none */
     int64_t pattern_step;
+    /* A Slurm attempt (daemon/slurm.c): no process of ours; run_dir is in shared-dir. */
+    bool slurm;
+    bool submitting;            /* sbatch has not answered yet */
+    bool cancel_wanted;         /* cancelled before its job id was known */
+    int64_t job_id;             /* 0 until known */
+    int orphan_polls;           /* polls that looked for it by its comment (no job id) */
+    char slurm_state[24];       /* what the last poll said */
+    char slurm_reason[64];
 };
 
 struct waiter; /* a `drover wait` client: daemon/ops.c */
@@ -77,6 +85,7 @@ struct http;      /* daemon/http.c */
 struct events;    /* daemon/events.c */
 struct notify;    /* daemon/notify.c */
 struct api_state; /* daemon/api*.c: login codes, log followers */
+struct slurm_backend; /* daemon/slurm.c */
 
 struct daemon {
     char *home;
@@ -104,6 +113,7 @@ struct daemon {
     struct events *events;    /* the event backlog and its streams (daemon/events.c) */
     struct notify *notify;    /* webhooks being delivered (daemon/notify.c) */
     struct api_state *api;    /* the API's own state (daemon/api*.c) */
+    struct slurm_backend *slurm; /* the Slurm backend, when shared-dir is set (daemon/slurm.c) */
     core_time started;        /* when this daemon started (/healthz) */
     int conns_open;           /* connections open on both, against LIMIT_CONNS */
     int fd_reserve;           /* daemon/listen.c: given up to shed a connection when out of
@@ -199,6 +209,26 @@ void daemon_gpus_to_machine(const struct daemon *d, struct core_placement *pl);
 bool daemon_gpus_from_machine(const struct daemon *d, struct core_placement *pl);
 /* Restores core from the store and re-adopts running attempts. */
 int daemon_restore(struct daemon *d, char **err);
+
+/* daemon/slurm.c: handing tasks to Slurm (docs/SLURM.md). start: when shared-dir is set;
+ * 0, or -1 with *err (a bad slurm-args, a shared-dir that cannot be made). */
+int slurm_backend_start(struct daemon *d, char **err);
+void slurm_backend_stop(struct daemon *d);
+/* Carries out core's START of a Slurm task: the batch script, then sbatch in the background. */
+void slurm_start_attempt(struct daemon *d, const struct core_action *a, core_time now);
+/* drover cancel of a Slurm attempt: scancel (once its job id is known). */
+void slurm_cancel_attempt(struct daemon *d, struct run *r);
+/* Restore: a Slurm attempt the store says is running is tracked again. */
+void slurm_adopt(struct daemon *d, int64_t task, int attempt, core_time start,
+                 const char *run_dir, const struct core_placement *pl);
+/* NULL when a --on slurm submission may go on; else why not (malloc'd): no shared-dir, or
+ * Slurm not answering. */
+char *slurm_refusal(struct daemon *d);
+/* Whether sbatch could take the task (the mapping's refusals: a name too long for Slurm, a GPU
+ * type with ':', …): 0, or -1 with the reason in why. */
+int slurm_check_request(struct daemon *d, json_t *task, char *why, size_t len);
+/* The backend's state for the gpus reply and /healthz: {"up", "error", "tracked"}. */
+void slurm_gpus_json(struct daemon *d, json_t *o);
 
 /* daemon/telemetry.c: GPU sampling, what attempts use, stalls, faults, health, /metrics. */
 int telemetry_start(struct daemon *d, char **err);

@@ -150,7 +150,8 @@ static int exp_poll_run(struct daemon *d, struct exp_live *e, struct run *r, boo
         e->stopper = stopper_new(&s->stop);
         exp_replay(d, e);
     }
-    char *path = xasprintf("%s/metrics/%lld.jsonl", d->home, (long long)r->task);
+    char *path = xasprintf("%s/metrics/%lld.jsonl", r->slurm ? d->cfg.shared_dir : d->home,
+                           (long long)r->task);
     char *text = s->file_metrics ? exp_read_new(path, &r->metrics_off) : NULL;
     free(path);
     char *out = NULL;

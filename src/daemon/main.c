@@ -203,6 +203,7 @@ static void daemon_free(struct daemon *d)
 {
     telemetry_stop(d);
     notify_stop(d);
+    slurm_backend_stop(d);
     events_stop(d);
     disk_stop(d);
     exp_free_all(d);
@@ -275,6 +276,8 @@ int daemon_main(int argc, char **argv)
     policy.fair_share = d.cfg.fair_share;
     policy.fair_share_half_life_ms = d.cfg.fair_share_half_life_ms;
     policy.user_limits = d.cfg.user_limits;
+    policy.slurm = d.cfg.shared_dir != NULL;
+    policy.spill = strcmp(d.cfg.spill, "unfit") == 0 ? CORE_SPILL_UNFIT : CORE_SPILL_NEVER;
     d.grace_ms = d.cfg.grace_ms;
     char *runs = paths_join(d.home, "runs"), *metrics = paths_join(d.home, "metrics");
     bool made = paths_mkdir_p(d.home) == 0 && paths_mkdir_p(runs) == 0 &&
@@ -326,6 +329,8 @@ int daemon_main(int argc, char **argv)
     events_start(&d); /* before restore: what it commits is published */
     disk_start(&d);
     daemon_start_zygote(&d);
+    if (slurm_backend_start(&d, &err) < 0)
+        goto fail;
     int rc = daemon_restore(&d, &err) < 0 || telemetry_start(&d, &err) < 0
                  ? -1
                  : server_listen(&d, sock, &err);

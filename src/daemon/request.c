@@ -84,29 +84,64 @@ static void request_claim(struct daemon *d, json_t *task, const char *gpu_type,
         rec->claim_source = "learned";
 }
 
-/* What the task asks of the machine. NULL, or the reason (malloc'd) and *field, the key at
- * fault (NULL: the request as a whole). */
+/* A task for Slurm: what the mapping cannot express, or Slurm being away, refuses it; nothing
+ * of this machine's (GPU names, learned claims) applies. */
+static char *request_slurm(struct daemon *d, json_t *task, struct task_record *rec)
+{
+    char why[512];
+    char *refused = slurm_refusal(d);
+    if (refused != NULL)
+        return refused;
+    if (slurm_check_request(d, task, why, sizeof why) < 0)
+        return xstrdup(why);
+    rec->spec.backend = CORE_BACKEND_SLURM;
+    rec->spec.req.gpu_types = 0;
+    rec->claim_source = rec->spec.req.gpu_mem > 0 ? "declared" : NULL;
+    return NULL;
+}
+
+/* What the task asks of the machine, and where it runs (core_choose_backend). NULL, or the
+ * reason (malloc'd) and *field, the key at fault (NULL: the request as a whole). */
 static char *request_resources(struct daemon *d, json_t *task, struct task_record *rec,
                                const char **field)
 {
     struct core_request *r = &rec->spec.req;
     const char *gpu_type = json_string_value(json_object_get(task, "gpu_type"));
+    const char *on = json_string_value(json_object_get(task, "on"));
     char why[CORE_WHY_MAX];
+    enum core_backend backend;
     *r = (struct core_request){.gpus = (int)request_int(task, "gpus"),
                                .gpu_mem = (uint64_t)request_int(task, "gpu_mem"),
                                .cpus = (int)request_int(task, "cpus"),
                                .mem = (uint64_t)request_int(task, "mem"),
                                .time_limit = request_int(task, "timeout_ms")};
     *field = NULL;
+    if ((r->gpu_mem > 0 || gpu_type != NULL) && r->gpus == 0)
+        r->gpus = 1; /* a claim or a type alone asks for one GPU */
+    json_t *profile = json_object_get(task, "profile");
+    if (on != NULL && strcmp(on, "slurm") == 0) {
+        rec->profile = json_is_string(profile) ? xstrdup(json_string_value(profile))
+                                               : json_dumps(json_object_get(task, "command"),
+                                                            JSON_COMPACT);
+        *field = "on";
+        return request_slurm(d, task, rec);
+    }
     if (gpu_type != NULL && (r->gpu_types = request_gpu_types(d, gpu_type)) == 0) {
+        /* No GPU here of that type: unfit, which spill = unfit sends to Slurm. */
+        r->gpu_types = 1ULL << (CORE_MAX_GPU_TYPES - 1);
+        if (core_choose_backend(d->core, r, CORE_BACKEND_LOCAL, &backend, why, sizeof why) == 0 &&
+            backend == CORE_BACKEND_SLURM) {
+            rec->profile = json_dumps(json_object_get(task, "command"), JSON_COMPACT);
+            return request_slurm(d, task, rec);
+        }
         *field = "gpu_type";
         return request_no_gpu_type(d, gpu_type);
     }
-    if ((r->gpu_mem > 0 || gpu_type != NULL) && r->gpus == 0)
-        r->gpus = 1; /* a claim or a type alone asks for one GPU */
     request_claim(d, task, gpu_type, rec);
-    if (core_check_request(d->core, r, why, sizeof why) < 0)
+    if (core_choose_backend(d->core, r, CORE_BACKEND_LOCAL, &backend, why, sizeof why) < 0)
         return xstrdup(why);
+    if (backend == CORE_BACKEND_SLURM) /* spill = unfit */
+        return request_slurm(d, task, rec);
     return NULL;
 }
 

@@ -116,7 +116,10 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
             if (rc == 0)
                 events_stage_task(d, a->task, a->state, reason, now);
         } else if (a->type == CORE_ACT_START) {
-            char *dir = run_dir_for(d, a->task, a->attempt);
+            char *dir = a->backend == CORE_BACKEND_SLURM
+                            ? xasprintf("%s/runs/%lld/%d", d->cfg.shared_dir,
+                                        (long long)a->task, a->attempt)
+                            : run_dir_for(d, a->task, a->attempt);
             struct core_placement machine = a->placement;
             daemon_gpus_to_machine(d, &machine);
             rc = store_attempt_start(d->store, a->task, a->attempt, now, &machine, dir);
@@ -347,11 +350,15 @@ static void carry_out(struct daemon *d, const struct core_actions *batch, core_t
 {
     for (size_t i = 0; i < batch->n; i++) {
         const struct core_action *a = &batch->v[i];
-        if (a->type == CORE_ACT_START) {
+        if (a->type == CORE_ACT_START && a->backend == CORE_BACKEND_SLURM) {
+            slurm_start_attempt(d, a, now);
+        } else if (a->type == CORE_ACT_START) {
             spawn_attempt(d, a, now);
         } else if (a->type == CORE_ACT_KILL) {
             struct run *r = run_find_task(d, a->task);
-            if (r)
+            if (r && r->slurm)
+                slurm_cancel_attempt(d, r);
+            else if (r)
                 exec_cancel(r->run_dir);
         } else if (a->type == CORE_ACT_STATE && a->state == TASK_QUEUED) {
             daemon_kick(d);

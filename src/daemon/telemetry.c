@@ -203,7 +203,7 @@ static void tel_runs(struct daemon *d)
 {
     struct telemetry *t = d->tel;
     for (struct run *r = d->runs; r; r = r->next) {
-        if (r->pgid == 0)
+        if (r->pgid == 0 && !r->slurm)
             r->pgid = exec_task_pgid(r->run_dir);
         memset(r->use, 0, sizeof r->use);
         r->use_known = false;

@@ -80,6 +80,8 @@ static void expand_resources(const json_t *spec, const json_t *stage, struct exp
         task->gpu_type = xstrdup(json_string_value(v));
     if ((v = expand_resource(spec, stage, "cpus")) != NULL)
         task->cpus = (int)json_integer_value(v);
+    if ((v = expand_resource(spec, stage, "backend")) != NULL)
+        task->backend = xstrdup(json_string_value(v));
 }
 
 /* retry: N retries, { attempts: N } (N in all), or { retries: N }; and its backoff. Not given:

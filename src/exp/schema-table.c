@@ -22,6 +22,7 @@ static const char *const schema_distributions[] = {"uniform", "log_uniform", "in
                                                    NULL};
 static const char *const schema_stoppers[] = {"asha", "median", NULL};
 static const char *const schema_modes[] = {"max", "min", NULL};
+static const char *const schema_backends[] = {"local", "slurm", NULL};
 
 static const struct schema_key schema_resources[] = {
     {.key = "gpu_type", .type = TYPE_STRING},
@@ -29,6 +30,7 @@ static const struct schema_key schema_resources[] = {
     {.key = "gpu_memory", .type = TYPE_SIZE},
     {.key = "memory", .type = TYPE_SIZE},
     {.key = "cpus", .type = TYPE_COUNT},
+    {.key = "backend", .type = TYPE_STRING, .choices = schema_backends},
     {.key = NULL},
 };
 /* retry: N (retries), or a mapping; schema_check_retry. */

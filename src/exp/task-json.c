@@ -53,6 +53,8 @@ json_t *exp_task_to_json(const struct exp_task *t)
     if (t->gpu_type != NULL)
         json_object_set_new(o, "gpu_type", json_string(t->gpu_type));
     task_json_int(o, "cpus", t->cpus > 0, t->cpus);
+    if (t->backend != NULL)
+        json_object_set_new(o, "on", json_string(t->backend));
     task_json_int(o, "mem", t->mem > 0, (long long)t->mem);
     task_json_int(o, "timeout_ms", t->timeout_ms > 0, t->timeout_ms);
     task_json_int(o, "stall_ms", t->stall_ms > 0, t->stall_ms);

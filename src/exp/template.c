@@ -303,6 +303,7 @@ void exp_task_clear(struct exp_task *task)
     expand_strings_free(task->argv);
     expand_strings_free(task->env);
     free(task->gpu_type);
+    free(task->backend);
     expand_strings_free(task->needs);
     memset(task, 0, sizeof *task);
 }

@@ -6,7 +6,8 @@
  *   metadata: { name: NAME }       (letters, digits, '.', '_', '-'; at most 64; not . or ..)
  *   spec:
  *     model, data, hyperparameters: free mappings (any keys), for ${…} and the leaderboard
- *     resources: { gpu_type: STR, gpu_count: INT >= 0, gpu_memory: SIZE, memory: SIZE, cpus: INT }
+ *     resources: { gpu_type: STR, gpu_count: INT >= 0, gpu_memory: SIZE, memory: SIZE, cpus: INT,
+ *                  backend: local|slurm }
  *     command: [STR, …]            (Experiment: required)
  *     env: { NAME: STR }
  *     sweep: { method: grid | random, parameters: { PATH: SPEC }, max_trials: INT,
@@ -76,6 +77,7 @@ struct exp_task {
     char *gpu_type;       /* resources.gpu_type, or NULL */
     uint64_t mem;         /* resources.memory (host), bytes; 0 = not given */
     int cpus;             /* 0 = not given */
+    char *backend;        /* resources.backend ("slurm", "local"), or NULL: the daemon's choice */
     int64_t timeout_ms;   /* 0 = not given: no time limit */
     int64_t stall_ms;     /* spec.stall; 0 = not given: no stall check */
     int priority;         /* spec.priority, when has_priority */

@@ -84,6 +84,12 @@ static const char *const store_migrations[] = {
     /* Listing a deep store (the HTTP API's pages and their X-Total-Count): a count reads this
      * covering index instead of every task's row. */
     "CREATE INDEX tasks_list ON tasks(state, end_time, uid, user);",
+    /* Slurm (issue 12): a task's backend ('slurm'; NULL = this machine), and each Slurm
+     * attempt's job id ('123' or '123_4') and what the last poll said of it. */
+    "ALTER TABLE tasks ADD COLUMN backend TEXT;"
+    "ALTER TABLE attempts ADD COLUMN slurm_job TEXT;"
+    "ALTER TABLE attempts ADD COLUMN slurm_state TEXT;"
+    "ALTER TABLE attempts ADD COLUMN slurm_reason TEXT;",
 };
 
 int store_migrate(struct store *st)

@@ -98,7 +98,7 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
     TASK_BRIEF_COLUMNS ", t.reason, t.gpu_mem, t.cpus, t.mem, t.timeout_ms, t.retries,"       \
     " t.deps, t.array_id, t.array_index, t.submit_time, t.end_time, t.task_key, t.workdir,"  \
     " t.retry_at, a.signal, a.run_dir, t.profile, t.claim_source, t.stall_ms, t.gpu_type,"  \
-    " t.uid, t.notify"
+    " t.uid, t.notify, t.backend, a.slurm_job, a.slurm_state, a.slurm_reason, a.end_ms"
 
 #define TASK_FROM                                                                             \
     " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
@@ -213,6 +213,25 @@ static json_t *task_brief_json(sqlite3_stmt *s)
     return o;
 }
 
+/* A Slurm task: its backend, its latest attempt's job, and what the last poll said of it. A job
+ * Slurm holds pending is shown queued with Slurm's reason ("slurm: Resources"), though drover
+ * counts it running (it was handed over). */
+static void task_slurm_json(json_t *o, sqlite3_stmt *s)
+{
+    bool slurm = sqlite3_column_type(s, 34) != SQLITE_NULL;
+    bool open = sqlite3_column_type(s, 38) == SQLITE_NULL;
+    json_object_set_new(o, "backend", json_string(slurm ? "slurm" : "local"));
+    json_object_set_new(o, "slurm_job", col_string_or_null(s, 35));
+    json_object_set_new(o, "slurm_state", open ? col_string_or_null(s, 36) : json_null());
+    if (slurm && open && strcmp(col_text(s, 2), "running") == 0 &&
+        sqlite3_column_type(s, 36) != SQLITE_NULL && strcmp(col_text(s, 36), "PENDING") == 0) {
+        json_object_set_new(o, "state", json_string("queued"));
+        json_object_set_new(o, "reason",
+                            json_sprintf("slurm: %s", sqlite3_column_type(s, 37) == SQLITE_NULL
+                                                          ? "PENDING" : col_text(s, 37)));
+    }
+}
+
 /* One task row (TASK_COLUMNS) as the documented JSON object. */
 static json_t *task_row_json(sqlite3_stmt *s)
 {
@@ -253,6 +272,7 @@ static json_t *task_row_json(sqlite3_stmt *s)
                                                    ? (json_int_t)getuid()
                                                    : sqlite3_column_int64(s, 32)));
     json_object_set_new(o, "notify", col_string_or_null(s, 33));
+    task_slurm_json(o, s);
     return o;
 }
 
@@ -260,7 +280,7 @@ static json_t *task_attempts_json(struct store *st, int64_t id)
 {
     static const char sql[] =
         "SELECT n, start_ms, end_ms, exit_code, signal, outcome, reason, gpus, gpu_mem, run_dir,"
-        " peak_gpu_mem, mean_gpu_util FROM attempts WHERE task_id = ?1 ORDER BY n";
+        " peak_gpu_mem, mean_gpu_util, slurm_job FROM attempts WHERE task_id = ?1 ORDER BY n";
     json_t *list = json_array();
     sqlite3_stmt *s;
     if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK)
@@ -282,6 +302,7 @@ static json_t *task_attempts_json(struct store *st, int64_t id)
         json_object_set_new(a, "mean_gpu_util", sqlite3_column_type(s, 11) == SQLITE_NULL
                                                     ? json_null()
                                                     : json_real(sqlite3_column_double(s, 11)));
+        json_object_set_new(a, "slurm_job", col_string_or_null(s, 12));
         json_array_append_new(list, a);
     }
     sqlite3_finalize(s);

@@ -22,9 +22,9 @@ static const char *const store_sql[Q_NQUERIES] = {
         "INSERT INTO tasks (name, state, command, workdir, env_id, task_key, priority, gpus,"
         " gpu_mem, cpus, mem, timeout_ms, retries, backoff, deps, array_id, array_index,"
         " array_limit, submit_time, attempts, base_attempts, profile, claim_source, stall_ms,"
-        " gpu_type, uid, user, notify)"
+        " gpu_type, uid, user, notify, backend)"
         " VALUES (?1, ?19, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
     /* A task of a per-user daemon from before owners were recorded (uid NULL) is the daemon's. */
     [Q_FIND_KEY] = "SELECT id FROM tasks WHERE task_key = ?1 AND ifnull(uid, ?3) = ?2",
     [Q_STATE] = "SELECT state FROM tasks WHERE id = ?1",
@@ -41,11 +41,12 @@ static const char *const store_sql[Q_NQUERIES] = {
         " exit_code = ?5, signal = ?6, outcome = ?7, reason = ?8 WHERE task_id = ?1 AND n = ?2",
     [Q_EXEC_INFO] =
         "SELECT t.command, e.json, t.workdir, t.timeout_ms, t.array_index, t.stall_ms, t.uid,"
-        " t.user FROM tasks t"
+        " t.user, t.name, t.gpus, t.gpu_type, t.cpus, t.mem FROM tasks t"
         " JOIN envs e ON e.id = t.env_id WHERE t.id = ?1",
     [Q_SPEC] =
         "SELECT priority, submit_time, gpus, gpu_mem, cpus, mem, timeout_ms, retries, backoff,"
-        " deps, array_id, array_limit, base_attempts, attempts, gpu_type, uid FROM tasks WHERE id = ?1",
+        " deps, array_id, array_limit, base_attempts, attempts, gpu_type, uid, backend"
+        " FROM tasks WHERE id = ?1",
 };
 
 struct store {
@@ -292,6 +293,8 @@ int store_insert_task(struct store *st, struct task_record *rec)
     }
     if (rec->notify)
         sqlite3_bind_text(s, 26, rec->notify, -1, SQLITE_TRANSIENT);
+    if (sp->backend == CORE_BACKEND_SLURM)
+        sqlite3_bind_text(s, 27, "slurm", -1, SQLITE_STATIC);
     json_decref(backoff);
     json_decref(deps);
     if (store_step_done(st, s) < 0)
@@ -497,6 +500,16 @@ json_t *store_task_exec_info(struct store *st, int64_t id)
             json_object_set_new(info, "user",
                                 json_string((const char *)sqlite3_column_text(s, 7)));
         }
+        /* What a Slurm attempt's sbatch needs beside (daemon/slurm.c). */
+        if (sqlite3_column_type(s, 8) != SQLITE_NULL)
+            json_object_set_new(info, "name",
+                                json_string((const char *)sqlite3_column_text(s, 8)));
+        json_object_set_new(info, "gpus", json_integer(sqlite3_column_int64(s, 9)));
+        if (sqlite3_column_type(s, 10) != SQLITE_NULL)
+            json_object_set_new(info, "gpu_type",
+                                json_string((const char *)sqlite3_column_text(s, 10)));
+        json_object_set_new(info, "cpus", json_integer(sqlite3_column_int64(s, 11)));
+        json_object_set_new(info, "mem", json_integer(sqlite3_column_int64(s, 12)));
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
@@ -550,6 +563,8 @@ int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
         spec->user = sqlite3_column_type(s, 15) == SQLITE_NULL
                          ? (uint32_t)getuid() /* not recorded: the daemon's own user's */
                          : (uint32_t)sqlite3_column_int64(s, 15);
+        spec->backend = sqlite3_column_type(s, 16) == SQLITE_NULL ? CORE_BACKEND_LOCAL
+                                                                  : CORE_BACKEND_SLURM;
         if (gpu_type != NULL)
             *gpu_type = sqlite3_column_type(s, 14) == SQLITE_NULL
                             ? NULL : xstrdup((const char *)sqlite3_column_text(s, 14));

@@ -71,6 +71,13 @@ int store_attempt_start(struct store *st, int64_t task, int attempt, core_time n
 int store_attempt_end(struct store *st, int64_t task, int attempt, core_time start,
                       core_time end, int exit_code, int signal, const char *outcome,
                       const char *reason);
+/* Slurm attempts (store/slurm.c): the job id sbatch answered ("123"), and what the last poll
+ * said of it (Slurm's state and reason; a reason of "None" is not kept). 0, or -1. */
+int store_attempt_slurm_job(struct store *st, int64_t task, int attempt, const char *job);
+int store_attempt_slurm_state(struct store *st, int64_t task, int attempt, const char *state,
+                              const char *reason);
+/* The attempt's job id (malloc'd), or NULL: none recorded (sbatch had not answered). */
+char *store_attempt_slurm_job_of(struct store *st, int64_t task, int attempt);
 /* Marks tasks first..last as one array (array_id = first). */
 int store_set_array(struct store *st, int64_t first, int64_t last);
 /* Forgets attempt n, which never ran (the daemon died before spawning it). */

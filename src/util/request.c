@@ -166,6 +166,11 @@ static char *request_value(const struct request_field *f, const json_t *v)
     case REQUEST_BOOL:
         return json_is_boolean(v) ? NULL
                                   : xasprintf("%s must be true or false", request_name(f));
+    case REQUEST_BACKEND:
+        if (json_is_string(v) && (strcmp(json_string_value(v), "local") == 0 ||
+                                  strcmp(json_string_value(v), "slurm") == 0))
+            return NULL;
+        return xasprintf("%s must be local or slurm", request_name(f));
     case REQUEST_IDS:
     case REQUEST_BACKOFF:
         return request_list(f, v);
@@ -348,6 +353,11 @@ json_t *request_value_from_text(const struct request_field *f, const char *text,
         return request_number_from_text(f, text, why);
     case REQUEST_STRING:
         return json_string(text);
+    case REQUEST_BACKEND:
+        if (strcmp(text, "local") == 0 || strcmp(text, "slurm") == 0)
+            return json_string(text);
+        *why = "expected local or slurm";
+        return NULL;
     case REQUEST_BOOL:
         if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)
             return json_boolean(strcmp(text, "true") == 0);

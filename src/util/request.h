@@ -50,6 +50,7 @@ enum request_type {
     REQUEST_ARRAY,    /* {"index": [...], "limit": N}: 1 to REQUEST_MAX_ARRAY indices, ascending,
                        * unique, min to max; limit 0 (none) to REQUEST_MAX_ARRAY_LIMIT. The
                        * CLI: 0-99, 1,5,9, 0-99%4 */
+    REQUEST_BACKEND,  /* "local" or "slurm" */
     REQUEST_WORKDIR,  /* the absolute path of an existing directory; the CLI: relative to . */
     REQUEST_COMMAND,  /* an array of strings, the first not empty; the CLI: after -- */
 };

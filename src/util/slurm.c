@@ -359,3 +359,46 @@ void slurm_argv_free(char **argv)
         free(*p);
     free(argv);
 }
+
+int slurm_split_words(const char *text, char ***words, char **err)
+{
+    size_t n = 0, cap = 0, len = strlen(text);
+    char **v = NULL;
+    char *word = xmalloc(len + 1);
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n')
+            p++;
+        if (*p == '\0')
+            break;
+        size_t w = 0;
+        char quote = 0;
+        for (; *p != '\0' && (quote || (*p != ' ' && *p != '\t' && *p != '\n')); p++) {
+            if (quote == '\'' ? *p == '\'' : quote == '"' ? *p == '"' : false) {
+                quote = 0;
+            } else if (!quote && (*p == '\'' || *p == '"')) {
+                quote = *p;
+            } else if (*p == '\\' && quote != '\'' && p[1] != '\0') {
+                word[w++] = *++p;
+            } else {
+                word[w++] = *p;
+            }
+        }
+        if (quote) {
+            *err = xasprintf("unterminated %c quote", quote);
+            free(word);
+            for (size_t i = 0; i < n; i++)
+                free(v[i]);
+            free(v);
+            *words = NULL;
+            return -1;
+        }
+        xgrow((void **)&v, &cap, n + 2, sizeof *v);
+        v[n++] = xstrndup(word, w);
+    }
+    free(word);
+    xgrow((void **)&v, &cap, n + 1, sizeof *v);
+    v[n] = NULL;
+    *words = v;
+    return 0;
+}

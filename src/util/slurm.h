@@ -72,6 +72,10 @@ struct slurm_job {
  * with ':' or ',', an array index at or above MaxArraySize). */
 int slurm_sbatch_argv(const struct slurm_job *job, const struct slurm_settings *s, char ***argv,
                       char **err);
+/* Splits slurm-args into words as a POSIX shell would ('…', "…", \x; blanks separate) without
+ * running one: no expansion of any kind. *words is NULL-terminated, freed with
+ * slurm_argv_free. 0, or -1 with *err (malloc'd): an unterminated quote. */
+int slurm_split_words(const char *text, char ***words, char **err);
 /* Frees an argv from slurm_sbatch_argv(); NULL is a no-op. */
 void slurm_argv_free(char **argv);
 

@@ -1,0 +1,910 @@
+/* The Slurm backend (issue 12; docs/SLURM.md): carrying out core's START of a Slurm task with
+ * sbatch, following every tracked job with one squeue call per poll, turning what Slurm says
+ * into attempt ends, scancel for a cancel, and re-adopting jobs after a restart.
+ *
+ * Nothing here blocks the loop: every Slurm command runs through daemon/cmd.c and answers in a
+ * callback. What core decided is committed before sbatch runs (runner.c), and the job id sbatch
+ * answers is committed in a transaction of its own; a daemon killed in between finds an attempt
+ * without a job id at its next start and looks for it by the job's comment ("drover:T.A:HOME"),
+ * which sbatch recorded with the job, before it concludes that the job was never submitted.
+ *
+ * When Slurm does not answer (sbatch or squeue fail to reach slurmctld, or time out), core is
+ * told (core_set_slurm_up): no Slurm task starts, new --on slurm submissions are refused with
+ * the error, a submission that failed goes back to queued without using a retry, and the poll
+ * goes on, backing off to a minute, until Slurm answers again. Local work is not touched. */
+#include "daemon/daemon.h"
+#include "daemon/cmd.h"
+#include "util/parse.h"
+#include "util/paths.h"
+#include "util/ratelog.h"
+#include "util/slurm-script.h"
+#include "util/slurm.h"
+#include "util/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SLURM_CMD_TIMEOUT_MS 30000   /* sbatch, squeue, scontrol, scancel */
+#define SLURM_DOWN_POLL_MAX_MS 60000 /* the poll's back-off while Slurm does not answer */
+#define SLURM_ORPHAN_POLLS 3         /* polls an attempt without a job id is looked for */
+#define SLURM_SCONTROL_AT_ONCE 8     /* scontrol calls in flight for jobs squeue forgot */
+
+struct slurm_backend {
+    struct slurm_settings set;
+    char **extra;                /* slurm-args, split */
+    struct event *timer;
+    int64_t interval_ms;         /* the poll's, backing off while Slurm is down */
+    bool polling;                /* a squeue is in flight */
+    bool with_comments;          /* … asking for each job's comment too */
+    bool down;
+    char *down_error;            /* what the last failed command said */
+    core_time down_since;
+    int scontrols;               /* scontrol calls in flight */
+    char *home_tag;              /* identifies this daemon's jobs in their comment */
+};
+
+/* A command in flight and what it is for. */
+struct slurm_call {
+    struct daemon *d;
+    int64_t task;
+    int attempt;
+    int64_t job;
+};
+
+static struct ratelog slurm_log;
+
+static struct run *slurm_run(struct daemon *d, int64_t task, int attempt)
+{
+    for (struct run *r = d->runs; r; r = r->next)
+        if (r->slurm && r->task == task && r->attempt == attempt)
+            return r;
+    return NULL;
+}
+
+static bool slurm_tracking(const struct daemon *d)
+{
+    for (const struct run *r = d->runs; r; r = r->next)
+        if (r->slurm && !r->submitting)
+            return true;
+    return false;
+}
+
+static void slurm_arm(struct daemon *d, int64_t ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_add(d->slurm->timer, &tv);
+}
+
+/* Polls again after the interval, if there is anything to poll (or Slurm is down: the poll is
+ * how it is seen to be back). */
+static void slurm_schedule_poll(struct daemon *d)
+{
+    struct slurm_backend *sb = d->slurm;
+    if (sb->polling || evtimer_pending(sb->timer, NULL))
+        return;
+    if (sb->down || slurm_tracking(d))
+        slurm_arm(d, sb->interval_ms);
+}
+
+/* Whether a failed command's words say that slurmctld could not be reached (as opposed to a
+ * refusal of this job: a bad partition, a GRES the cluster lacks). */
+static bool slurm_unreachable(const struct cmd_result *res)
+{
+    static const char *const signs[] = {"Unable to contact slurm controller",
+                                        "Socket timed out", "Connection refused",
+                                        "Zero Bytes were transmitted",
+                                        "Communication connection failure", NULL};
+    if (res->timed_out)
+        return true;
+    for (int i = 0; signs[i]; i++)
+        if (res->err != NULL && strstr(res->err, signs[i]) != NULL)
+            return true;
+    return false;
+}
+
+/* The first line a command wrote on stderr (else its status), for reasons. (malloc'd) */
+static char *slurm_said(const char *cmd, const struct cmd_result *res)
+{
+    if (res->error != NULL)
+        return xasprintf("%s: %s", cmd, res->error);
+    if (res->timed_out)
+        return xasprintf("%s did not answer within %d s", cmd, SLURM_CMD_TIMEOUT_MS / 1000);
+    const char *e = res->err_len > 0 ? res->err : res->out;
+    size_t n = strcspn(e, "\n");
+    while (n > 0 && (e[n - 1] == ' ' || e[n - 1] == '\r'))
+        n--;
+    if (n == 0)
+        return WIFEXITED(res->status) ? xasprintf("%s exited %d", cmd, WEXITSTATUS(res->status))
+                                      : xasprintf("%s was killed", cmd);
+    return xasprintf("%.*s", (int)(n > 300 ? 300 : n), e);
+}
+
+static void slurm_set_up(struct daemon *d, bool up, const char *why)
+{
+    struct slurm_backend *sb = d->slurm;
+    if (up) {
+        if (sb->down) {
+            fprintf(stderr, "drover daemon: slurm answers again\n");
+            sb->down = false;
+            free(sb->down_error);
+            sb->down_error = NULL;
+            sb->interval_ms = d->cfg.slurm_poll_ms;
+            core_set_slurm_up(d->core, true);
+            daemon_kick(d);
+        }
+        return;
+    }
+    if (!sb->down) {
+        sb->down = true;
+        sb->down_since = daemon_now();
+        core_set_slurm_up(d->core, false);
+    } else if (sb->interval_ms < SLURM_DOWN_POLL_MAX_MS) {
+        sb->interval_ms = sb->interval_ms * 2 < SLURM_DOWN_POLL_MAX_MS ? sb->interval_ms * 2
+                                                                       : SLURM_DOWN_POLL_MAX_MS;
+    }
+    free(sb->down_error);
+    sb->down_error = xstrdup(why);
+    ratelog(&slurm_log, "drover daemon: slurm is not answering: %s", why);
+}
+
+/* ---- ends ------------------------------------------------------------------------------------ */
+
+static bool slurm_marker(const char *run_dir, const char *name, char *text, size_t len)
+{
+    char *path = xasprintf("%s/%s", run_dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0)
+        return false;
+    if (text != NULL && len > 0) {
+        ssize_t n = read(fd, text, len - 1);
+        text[n > 0 ? n : 0] = '\0';
+        text[strcspn(text, "\n")] = '\0';
+    }
+    close(fd);
+    return true;
+}
+
+static struct attempt_end *slurm_end_new(struct daemon *d, struct run *r)
+{
+    xgrow((void **)&d->ends, &d->ends_cap, d->nends + 1, sizeof *d->ends);
+    struct attempt_end *e = &d->ends[d->nends++];
+    memset(e, 0, sizeof *e);
+    e->task = r->task;
+    e->attempt = r->attempt;
+    e->start = r->start;
+    e->end = daemon_now();
+    e->exit_code = -1;
+    e->util = -1;
+    return e;
+}
+
+static void slurm_run_free(struct daemon *d, struct run *r)
+{
+    for (struct run **p = &d->runs; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    }
+    exp_run_free(r);
+    free(r->run_dir);
+    free(r);
+}
+
+/* The job ended as Slurm says: the attempt's end, and core's outcome. */
+static void slurm_finish(struct daemon *d, struct run *r, const struct slurm_job_info *j)
+{
+    char *why = NULL, text[256];
+    enum slurm_outcome o = slurm_outcome_of(j->state, j->reason, j->exit_code, j->signal, &why);
+    struct attempt_end *e = slurm_end_new(d, r);
+    enum core_outcome outcome;
+    e->exit_code = j->exit_code;
+    e->signal = j->signal;
+    snprintf(e->reason, sizeof e->reason, "%s (slurm job %lld)", why, (long long)r->job_id);
+    bool warned = slurm_marker(r->run_dir, "warned", NULL, 0);
+    switch (o) {
+    case SLURM_OUTCOME_SUCCEEDED:
+        e->outcome = "succeeded";
+        outcome = CORE_OUTCOME_SUCCESS;
+        break;
+    case SLURM_OUTCOME_TIMED_OUT:
+        e->outcome = "timed_out";
+        outcome = CORE_OUTCOME_TIMEOUT;
+        break;
+    case SLURM_OUTCOME_CANCELLED:
+        e->outcome = "cancelled";
+        outcome = CORE_OUTCOME_SIGNAL;
+        if (core_task_state(d->core, r->task) == TASK_RUNNING) {
+            /* Cancelled in Slurm by someone else: the task is cancelled, not retried. */
+            const char *no;
+            core_cancel(d->core, r->task, e->end, &d->acts, &no);
+        }
+        break;
+    case SLURM_OUTCOME_REQUEUE:
+        e->outcome = "requeued";
+        outcome = CORE_OUTCOME_GPU_FAULT; /* queued again; the attempt uses no retry */
+        break;
+    default: /* FAILED, OUT_OF_MEMORY */
+        e->outcome = "failed";
+        outcome = e->signal > 0 ? CORE_OUTCOME_SIGNAL : CORE_OUTCOME_EXIT_CODE;
+        if (slurm_marker(r->run_dir, "exec_error", text, sizeof text)) {
+            e->outcome = "exec_error";
+            snprintf(e->reason, sizeof e->reason, "cannot execute: %s", text);
+            outcome = CORE_OUTCOME_EXEC_ERROR;
+        } else if (warned && (e->signal == SIGUSR1 || e->exit_code == 128 + SIGUSR1)) {
+            /* It died of the warning before its time limit (docs/SLURM.md). */
+            e->outcome = "timed_out";
+            snprintf(e->reason, sizeof e->reason,
+                     "ended by the warning before its time limit (SIGUSR1; slurm job %lld)",
+                     (long long)r->job_id);
+            outcome = CORE_OUTCOME_TIMEOUT;
+        }
+        break;
+    }
+    free(why);
+    core_attempt_exited(d->core, r->task, outcome, e->end, &d->acts);
+    slurm_run_free(d, r);
+}
+
+/* An attempt that never reached Slurm: forgotten, queued again, no retry used. */
+static void slurm_not_started(struct daemon *d, struct run *r, const char *why)
+{
+    struct attempt_end *e = slurm_end_new(d, r);
+    e->outcome = "not_started";
+    e->discard = true;
+    snprintf(e->reason, sizeof e->reason, "could not start: %s", why);
+    core_attempt_exited(d->core, r->task, CORE_OUTCOME_NOT_STARTED, e->end, &d->acts);
+    slurm_run_free(d, r);
+}
+
+/* An attempt Slurm refused, or that vanished: it failed (exec_error is never retried). */
+static void slurm_failed(struct daemon *d, struct run *r, const char *outcome_name,
+                         enum core_outcome outcome, const char *why)
+{
+    struct attempt_end *e = slurm_end_new(d, r);
+    e->outcome = outcome_name;
+    snprintf(e->reason, sizeof e->reason, "%s", why);
+    core_attempt_exited(d->core, r->task, outcome, e->end, &d->acts);
+    slurm_run_free(d, r);
+}
+
+/* ---- submitting ------------------------------------------------------------------------------ */
+
+static void slurm_scancel(struct daemon *d, struct run *r);
+
+static void slurm_submitted(void *arg, const struct cmd_result *res)
+{
+    struct slurm_call *call = arg;
+    struct daemon *d = call->d;
+    struct run *r = slurm_run(d, call->task, call->attempt);
+    free(call);
+    if (r == NULL)
+        return;
+    r->submitting = false;
+    long long job = 0;
+    char *end = NULL;
+    if (res->status == 0 && res->out_len > 0)
+        job = strtoll(res->out, &end, 10);
+    if (job <= 0 || end == NULL || (*end != '\n' && *end != ';' && *end != '\0')) {
+        char *why = slurm_said("sbatch", res);
+        if (res->status != -1 && slurm_unreachable(res)) {
+            slurm_set_up(d, false, why);
+            slurm_not_started(d, r, why);
+        } else {
+            slurm_failed(d, r, "exec_error", CORE_OUTCOME_EXEC_ERROR, why);
+        }
+        free(why);
+        daemon_apply(d);
+        slurm_schedule_poll(d);
+        return;
+    }
+    slurm_set_up(d, true, NULL);
+    r->job_id = job;
+    char id[24];
+    snprintf(id, sizeof id, "%lld", job);
+    store_begin(d->store);
+    if (store_attempt_slurm_job(d->store, r->task, r->attempt, id) < 0 ||
+        store_commit(d->store) < 0) {
+        store_rollback(d->store);
+        fprintf(stderr, "drover daemon: task %lld: cannot record slurm job %s: %s\n",
+                (long long)r->task, id, store_error(d->store));
+    }
+    if (r->cancel_wanted)
+        slurm_scancel(d, r);
+    slurm_schedule_poll(d);
+}
+
+/* The attempt's environment in the batch script: the request's, without what would point the
+ * task at another machine's GPUs or Slurm job, then drover's own (docs/SLURM.md). */
+static char **slurm_env(struct daemon *d, json_t *info, const struct core_action *a)
+{
+    json_t *env = json_object_get(info, "env"), *val;
+    const char *k;
+    char **v = xcalloc(json_object_size(env) + 8, sizeof *v);
+    size_t i = 0;
+    json_object_foreach(env, k, val) {
+        if (!json_is_string(val) || strncmp(k, "SLURM_", 6) == 0 ||
+            strncmp(k, "SBATCH_", 7) == 0 || strncmp(k, "DROVER_", 7) == 0 ||
+            strcmp(k, "CUDA_VISIBLE_DEVICES") == 0 || strcmp(k, "GPU_DEVICE_ORDINAL") == 0 ||
+            strcmp(k, "ROCR_VISIBLE_DEVICES") == 0)
+            continue;
+        v[i++] = xasprintf("%s=%s", k, json_string_value(val));
+    }
+    const char *shared = d->cfg.shared_dir;
+    v[i++] = xasprintf("DROVER_TASK_ID=%lld", (long long)a->task);
+    v[i++] = xasprintf("DROVER_ATTEMPT=%d", a->attempt);
+    v[i++] = xasprintf("DROVER_CHECKPOINT_DIR=%s/checkpoints/%lld", shared, (long long)a->task);
+    v[i++] = xasprintf("DROVER_METRICS_FILE=%s/metrics/%lld.jsonl", shared, (long long)a->task);
+    json_int_t index = json_integer_value(json_object_get(info, "array_index"));
+    if (index >= 0)
+        v[i++] = xasprintf("DROVER_ARRAY_INDEX=%lld", (long long)index);
+    return v;
+}
+
+static void slurm_strv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* The attempt's directories in shared-dir, its owner's when it is not the daemon's user. */
+static int slurm_dirs(struct daemon *d, int64_t task, const char *run_dir, bool owned, uid_t uid,
+                      char **err)
+{
+    char *ckpt = xasprintf("%s/checkpoints/%lld", d->cfg.shared_dir, (long long)task);
+    char *metrics = xasprintf("%s/metrics", d->cfg.shared_dir);
+    const char *dirs[] = {run_dir, ckpt, metrics};
+    int rc = 0;
+    for (size_t i = 0; i < 3 && rc == 0; i++) {
+        if (paths_mkdir_p(dirs[i]) < 0) {
+            *err = xasprintf("cannot create %s: %s", dirs[i], strerror(errno));
+            rc = -1;
+        }
+    }
+    if (rc == 0 && owned) {
+        struct passwd *pw = getpwuid(uid);
+        gid_t gid = pw ? pw->pw_gid : (gid_t)-1;
+        char *file = xasprintf("%s/%lld.jsonl", metrics, (long long)task);
+        int fd = open(file, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0)
+            close(fd);
+        if (chown(run_dir, uid, gid) < 0 || chown(ckpt, uid, gid) < 0 ||
+            chown(file, uid, gid) < 0) {
+            *err = xasprintf("cannot give %s to uid %u: %s", run_dir, (unsigned)uid,
+                             strerror(errno));
+            rc = -1;
+        }
+        chmod(metrics, 01777); /* every owner appends its own file (sticky, like /tmp) */
+        free(file);
+    }
+    free(ckpt);
+    free(metrics);
+    return rc;
+}
+
+static int slurm_write_file(const char *path, const char *text, char **err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    size_t len = strlen(text), done = 0;
+    while (fd >= 0 && done < len) {
+        ssize_t n = write(fd, text + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        done += (size_t)n;
+    }
+    if (fd < 0 || done < len || close(fd) < 0) {
+        *err = xasprintf("cannot write %s: %s", path, strerror(errno));
+        if (fd >= 0 && done < len)
+            close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+/* The job sbatch is asked for: what the mapping needs of the task (info: the store's). */
+static struct slurm_job slurm_job_of(json_t *info, int64_t task, const char *run_dir,
+                                     const char *script)
+{
+    return (struct slurm_job){
+        .name = json_string_value(json_object_get(info, "name")),
+        .task = task,
+        .gpus = (int)json_integer_value(json_object_get(info, "gpus")),
+        .gpu_type = json_string_value(json_object_get(info, "gpu_type")),
+        .cpus = (int)json_integer_value(json_object_get(info, "cpus")),
+        .mem = (uint64_t)json_integer_value(json_object_get(info, "mem")),
+        .timeout_ms = json_integer_value(json_object_get(info, "timeout_ms")),
+        .workdir = json_string_value(json_object_get(info, "workdir")),
+        .run_dir = run_dir,
+        .script = script,
+    };
+}
+
+/* The warning before the limit: 90 s, but at most half the limit, so that a short job is not
+ * warned as it starts (Slurm's timing is coarse: up to a minute early). */
+static struct slurm_settings slurm_settings_for(const struct daemon *d, int64_t timeout_ms)
+{
+    struct slurm_settings set = d->slurm->set;
+    int64_t limit_s = (timeout_ms + 59999) / 60000 * 60;
+    if (timeout_ms > 0 && limit_s / 2 < SLURM_WARN_S)
+        set.warn_signal_s = limit_s / 2 > 0 ? (int)(limit_s / 2) : -1;
+    return set;
+}
+
+/* argv of sbatch for the attempt, with the comment that finds it again after a crash. */
+static char **slurm_argv(struct daemon *d, json_t *info, int64_t task, int attempt,
+                         const char *run_dir, const char *script, char **err)
+{
+    struct slurm_job job = slurm_job_of(info, task, run_dir, script);
+    struct slurm_settings set = slurm_settings_for(d, job.timeout_ms);
+    char **argv;
+    if (slurm_sbatch_argv(&job, &set, &argv, err) < 0)
+        return NULL;
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    argv = xrealloc(argv, (n + 2) * sizeof *argv);
+    argv[n + 1] = NULL;
+    argv[n] = argv[n - 1]; /* the script stays last */
+    argv[n - 1] = xasprintf("--comment=drover:%lld.%d:%s", (long long)task, attempt,
+                            d->slurm->home_tag);
+    return argv;
+}
+
+void slurm_start_attempt(struct daemon *d, const struct core_action *a, core_time now)
+{
+    json_t *info = store_task_exec_info(d->store, a->task);
+    char *run_dir = xasprintf("%s/runs/%lld/%d", d->cfg.shared_dir, (long long)a->task,
+                              a->attempt);
+    char *script_path = xasprintf("%s/job.sh", run_dir), *err = NULL, *text = NULL;
+    char **argv = NULL, **env = NULL, **cmd = NULL;
+    json_t *uid = json_object_get(info, "uid");
+    bool owned = json_is_integer(uid) && (uid_t)json_integer_value(uid) != geteuid();
+    struct run *r = run_add(d, a->task, a->attempt, 0, false, xstrdup(run_dir), now,
+                            &a->placement);
+    r->slurm = true;
+    r->submitting = true;
+    if (info == NULL) {
+        err = xstrdup("the task is not in the store");
+        goto fail;
+    }
+    json_t *command = json_object_get(info, "command");
+    cmd = xcalloc(json_array_size(command) + 1, sizeof *cmd);
+    for (size_t i = 0; i < json_array_size(command); i++)
+        cmd[i] = xstrdup(json_string_value(json_array_get(command, i)));
+    env = slurm_env(d, info, a);
+    struct slurm_script script = {
+        .task_id = a->task,
+        .attempt = a->attempt,
+        .argv = cmd,
+        .env = env,
+        .workdir = json_string_value(json_object_get(info, "workdir")),
+        .run_dir = run_dir,
+    };
+    if (slurm_dirs(d, a->task, run_dir, owned, owned ? (uid_t)json_integer_value(uid) : 0,
+                   &err) < 0 ||
+        (text = slurm_script_text(&script, &err)) == NULL ||
+        slurm_write_file(script_path, text, &err) < 0 ||
+        (argv = slurm_argv(d, info, a->task, a->attempt, run_dir, script_path, &err)) == NULL)
+        goto fail;
+    struct slurm_call *call = xcalloc(1, sizeof *call);
+    *call = (struct slurm_call){d, a->task, a->attempt, 0};
+    struct cmd_opts opts = {
+        .timeout_ms = SLURM_CMD_TIMEOUT_MS,
+        .as_user = owned,
+        .uid = owned ? (uid_t)json_integer_value(uid) : 0,
+        .workdir = script.workdir,
+        .nofile = d->task_nofile,
+    };
+    if (cmd_start(d->base, argv, &opts, slurm_submitted, call, &err) < 0) {
+        free(call);
+        goto fail;
+    }
+    telemetry_started(d, a->at, now);
+    goto done;
+fail:
+    fprintf(stderr, "drover daemon: task %lld: cannot hand it to slurm: %s\n",
+            (long long)a->task, err);
+    slurm_failed(d, r, "exec_error", CORE_OUTCOME_EXEC_ERROR, err);
+done:
+    free(err);
+    free(text);
+    free(run_dir);
+    free(script_path);
+    slurm_argv_free(argv);
+    slurm_strv_free(env);
+    slurm_strv_free(cmd);
+    json_decref(info);
+}
+
+/* ---- cancelling ------------------------------------------------------------------------------ */
+
+static void slurm_cancelled(void *arg, const struct cmd_result *res)
+{
+    struct slurm_call *call = arg;
+    struct daemon *d = call->d;
+    if (res->status != 0) {
+        char *why = slurm_said("scancel", res);
+        fprintf(stderr, "drover daemon: task %lld: scancel %lld: %s\n", (long long)call->task,
+                (long long)call->job, why);
+        if (slurm_unreachable(res))
+            slurm_set_up(d, false, why);
+        free(why);
+    }
+    free(call);
+    /* Its end comes from the next poll: look soon. */
+    if (!d->slurm->polling) {
+        event_del(d->slurm->timer);
+        slurm_arm(d, 100);
+    }
+}
+
+static void slurm_scancel(struct daemon *d, struct run *r)
+{
+    char job[24], *err = NULL;
+    snprintf(job, sizeof job, "%lld", (long long)r->job_id);
+    char *argv[] = {"scancel", job, NULL};
+    struct slurm_call *call = xcalloc(1, sizeof *call);
+    *call = (struct slurm_call){d, r->task, r->attempt, r->job_id};
+    struct cmd_opts opts = {.timeout_ms = SLURM_CMD_TIMEOUT_MS};
+    if (cmd_start(d->base, argv, &opts, slurm_cancelled, call, &err) < 0) {
+        fprintf(stderr, "drover daemon: task %lld: scancel: %s\n", (long long)r->task, err);
+        free(err);
+        free(call);
+    }
+}
+
+void slurm_cancel_attempt(struct daemon *d, struct run *r)
+{
+    if (r->job_id > 0)
+        slurm_scancel(d, r);
+    else
+        r->cancel_wanted = true; /* scancel once sbatch (or the comment search) names it */
+}
+
+/* ---- polling --------------------------------------------------------------------------------- */
+
+static void slurm_poll_start(struct daemon *d);
+
+/* Records a still-live job's state when it changed (one transaction for the poll). */
+static void slurm_note_state(struct daemon *d, struct run *r, const struct slurm_job_info *j,
+                             bool *begun)
+{
+    if (strcmp(r->slurm_state, j->state) == 0 &&
+        strcmp(r->slurm_reason, j->reason ? j->reason : "") == 0)
+        return;
+    snprintf(r->slurm_state, sizeof r->slurm_state, "%s", j->state);
+    snprintf(r->slurm_reason, sizeof r->slurm_reason, "%s", j->reason ? j->reason : "");
+    if (!*begun)
+        store_begin(d->store);
+    *begun = true;
+    store_attempt_slurm_state(d->store, r->task, r->attempt, j->state, j->reason);
+}
+
+/* What scontrol says of a job squeue no longer lists. */
+static void slurm_scontrol_done(void *arg, const struct cmd_result *res)
+{
+    struct slurm_call *call = arg;
+    struct daemon *d = call->d;
+    struct run *r = slurm_run(d, call->task, call->attempt);
+    d->slurm->scontrols--;
+    if (r != NULL && r->job_id == call->job) {
+        struct slurm_jobs *jobs = slurm_scontrol_parse(res->out ? res->out : "");
+        const struct slurm_job_info *j = slurm_jobs_find(jobs, call->job, SLURM_NO_TASK);
+        char *why = NULL;
+        if (j != NULL) {
+            enum slurm_outcome o = slurm_outcome_of(j->state, j->reason, j->exit_code,
+                                                    j->signal, &why);
+            if (o != SLURM_OUTCOME_POLL && o != SLURM_OUTCOME_QUEUED &&
+                o != SLURM_OUTCOME_RUNNING)
+                slurm_finish(d, r, j);
+        } else if (res->status != -1 && !slurm_unreachable(res) &&
+                   res->err != NULL && strstr(res->err, "Invalid job id") != NULL) {
+            char text[160];
+            snprintf(text, sizeof text, "slurm job %lld vanished: neither squeue nor scontrol"
+                                        " knows it", (long long)call->job);
+            slurm_failed(d, r, "lost", CORE_OUTCOME_LOST, text);
+        }
+        free(why);
+        slurm_jobs_free(jobs);
+        daemon_apply(d);
+    }
+    free(call);
+    slurm_schedule_poll(d);
+}
+
+static void slurm_scontrol(struct daemon *d, struct run *r)
+{
+    char job[24], *err = NULL;
+    snprintf(job, sizeof job, "%lld", (long long)r->job_id);
+    char *argv[] = {"scontrol", "show", "job", "-o", job, NULL};
+    struct slurm_call *call = xcalloc(1, sizeof *call);
+    *call = (struct slurm_call){d, r->task, r->attempt, r->job_id};
+    struct cmd_opts opts = {.timeout_ms = SLURM_CMD_TIMEOUT_MS};
+    if (cmd_start(d->base, argv, &opts, slurm_scontrol_done, call, &err) < 0) {
+        free(err);
+        free(call);
+        return;
+    }
+    d->slurm->scontrols++;
+}
+
+/* With the comment field, each line is "ID|STATE|REASON|EXIT|COMMENT|": the attempts a crash
+ * left without a job id are found by their comment. */
+static void slurm_find_orphans(struct daemon *d, const char *out)
+{
+    char tag[64];
+    const char *line = out;
+    while (line != NULL && *line != '\0') {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        const char *field = line;
+        for (int bars = 0; bars < 4 && field != NULL; bars++) {
+            field = memchr(field, '|', len - (size_t)(field - line));
+            field = field ? field + 1 : NULL;
+        }
+        long long job = strtoll(line, NULL, 10);
+        for (struct run *r = d->runs; field != NULL && job > 0 && r; r = r->next) {
+            if (!r->slurm || r->job_id > 0 || r->submitting)
+                continue;
+            int n = snprintf(tag, sizeof tag, "drover:%lld.%d:%s|", (long long)r->task,
+                             r->attempt, d->slurm->home_tag);
+            if ((size_t)(field - line) + (size_t)n > len || strncmp(field, tag, (size_t)n) != 0)
+                continue;
+            char id[24];
+            r->job_id = job;
+            snprintf(id, sizeof id, "%lld", job);
+            store_begin(d->store);
+            if (store_attempt_slurm_job(d->store, r->task, r->attempt, id) < 0 ||
+                store_commit(d->store) < 0)
+                store_rollback(d->store);
+            if (r->cancel_wanted)
+                slurm_scancel(d, r);
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+}
+
+static void slurm_polled(void *arg, const struct cmd_result *res)
+{
+    struct daemon *d = arg;
+    struct slurm_backend *sb = d->slurm;
+    sb->polling = false;
+    if (res->status != 0) {
+        char *why = slurm_said("squeue", res);
+        slurm_set_up(d, false, why);
+        free(why);
+        slurm_schedule_poll(d);
+        return;
+    }
+    slurm_set_up(d, true, NULL);
+    if (sb->with_comments)
+        slurm_find_orphans(d, res->out);
+    struct slurm_jobs *jobs = slurm_squeue_parse(res->out);
+    bool begun = false;
+    struct run *r, *next;
+    size_t ended = 0;
+    for (r = d->runs; r; r = next) {
+        next = r->next;
+        if (!r->slurm || r->submitting)
+            continue;
+        if (r->job_id <= 0) {
+            /* Left without a job id by a crash, and not found by its comment: never sent. */
+            if (++r->orphan_polls >= SLURM_ORPHAN_POLLS) {
+                slurm_not_started(d, r, "sbatch never answered (the daemon stopped)");
+                ended++;
+            }
+            continue;
+        }
+        const struct slurm_job_info *j = slurm_jobs_find(jobs, r->job_id, SLURM_NO_TASK);
+        if (j == NULL) {
+            if (sb->scontrols < SLURM_SCONTROL_AT_ONCE)
+                slurm_scontrol(d, r);
+            continue;
+        }
+        char *why = NULL;
+        enum slurm_outcome o = slurm_outcome_of(j->state, j->reason, j->exit_code, j->signal,
+                                                &why);
+        free(why);
+        if (o == SLURM_OUTCOME_POLL || o == SLURM_OUTCOME_QUEUED || o == SLURM_OUTCOME_RUNNING) {
+            slurm_note_state(d, r, j, &begun);
+            continue;
+        }
+        slurm_finish(d, r, j);
+        ended++;
+    }
+    if (begun && store_commit(d->store) < 0)
+        store_rollback(d->store);
+    slurm_jobs_free(jobs);
+    if (ended > 0) {
+        exp_poll(d); /* the ended trials' last metrics, before their ends are written */
+        core_schedule(d->core, daemon_now(), &d->acts);
+    }
+    daemon_apply(d);
+    slurm_schedule_poll(d);
+}
+
+static void slurm_poll_start(struct daemon *d)
+{
+    struct slurm_backend *sb = d->slurm;
+    char *err = NULL;
+    bool orphans = false;
+    for (struct run *r = d->runs; r; r = r->next)
+        orphans |= r->slurm && !r->submitting && r->job_id <= 0;
+    /* The comment field only while some attempt is looked for by it. */
+    const char *format = orphans ? "--Format=JobArrayID:|,State:|,Reason:|,exit_code:|,Comment:|"
+                                 : "--Format=" SLURM_SQUEUE_FORMAT;
+    char *argv[8];
+    int n = 0;
+    argv[n++] = "squeue";
+    argv[n++] = "--noheader";
+    argv[n++] = "--states=all";
+    if (geteuid() != 0)
+        argv[n++] = "--me"; /* root's daemon submits as each task's owner */
+    argv[n++] = (char *)format;
+    argv[n] = NULL;
+    struct cmd_opts opts = {.timeout_ms = SLURM_CMD_TIMEOUT_MS, .max_output = 64u << 20};
+    if (cmd_start(d->base, argv, &opts, slurm_polled, d, &err) < 0) {
+        slurm_set_up(d, false, err);
+        free(err);
+        slurm_arm(d, sb->interval_ms);
+        return;
+    }
+    sb->polling = true;
+    sb->with_comments = orphans;
+}
+
+static void slurm_on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    slurm_poll_start(arg);
+}
+
+/* ---- the backend's life ---------------------------------------------------------------------- */
+
+void slurm_adopt(struct daemon *d, int64_t task, int attempt, core_time start,
+                 const char *run_dir, const struct core_placement *pl)
+{
+    struct run *r = run_add(d, task, attempt, 0, false, xstrdup(run_dir), start, pl);
+    char *job = store_attempt_slurm_job_of(d->store, task, attempt);
+    r->slurm = true;
+    r->job_id = job ? strtoll(job, NULL, 10) : 0;
+    free(job);
+    if (d->slurm != NULL)
+        slurm_schedule_poll(d);
+}
+
+char *slurm_refusal(struct daemon *d)
+{
+    struct slurm_backend *sb = d->slurm;
+    if (sb == NULL)
+        return xstrdup("slurm: set shared-dir in drover.conf to hand tasks to Slurm"
+                       " (docs/SLURM.md)");
+    if (!sb->down)
+        return NULL;
+    char when[32];
+    time_t t = (time_t)(sb->down_since / 1000);
+    struct tm tm;
+    strftime(when, sizeof when, "%H:%M:%S", localtime_r(&t, &tm));
+    return xasprintf("slurm is unreachable since %s (%s); not submitted", when,
+                     sb->down_error ? sb->down_error : "no answer");
+}
+
+int slurm_check_request(struct daemon *d, json_t *task, char *why, size_t len)
+{
+    if (d->slurm == NULL)
+        return 0;
+    char *err = NULL, **argv = NULL;
+    json_t *info = json_pack("{s:O?,s:O?,s:O?,s:O?,s:O?,s:O?,s:O?}", "name",
+                             json_object_get(task, "name"), "gpus", json_object_get(task, "gpus"),
+                             "gpu_type", json_object_get(task, "gpu_type"), "cpus",
+                             json_object_get(task, "cpus"), "mem", json_object_get(task, "mem"),
+                             "timeout_ms", json_object_get(task, "timeout_ms"), "workdir",
+                             json_object_get(task, "workdir"));
+    if (info == NULL)
+        info = json_object();
+    if (json_object_get(info, "workdir") == NULL)
+        json_object_set_new(info, "workdir", json_string("/"));
+    char *run_dir = xasprintf("%s/runs/1/1", d->cfg.shared_dir);
+    char *script = xasprintf("%s/job.sh", run_dir);
+    argv = slurm_argv(d, info, 1, 1, run_dir, script, &err);
+    int rc = 0;
+    if (argv == NULL) {
+        snprintf(why, len, "%s", err);
+        rc = -1;
+    }
+    slurm_argv_free(argv);
+    free(err);
+    free(run_dir);
+    free(script);
+    json_decref(info);
+    return rc;
+}
+
+int slurm_backend_start(struct daemon *d, char **err)
+{
+    if (d->cfg.shared_dir == NULL)
+        return 0;
+    if (paths_mkdir_p(d->cfg.shared_dir) < 0) {
+        *err = xasprintf("shared-dir %s: %s", d->cfg.shared_dir, strerror(errno));
+        return -1;
+    }
+    struct slurm_backend *sb = xcalloc(1, sizeof *sb);
+    if (d->cfg.slurm_args != NULL &&
+        slurm_split_words(d->cfg.slurm_args, &sb->extra, err) < 0) {
+        free(sb);
+        char *why = *err;
+        *err = xasprintf("slurm-args: %s", why);
+        free(why);
+        return -1;
+    }
+    size_t nextra = 0;
+    while (sb->extra && sb->extra[nextra])
+        nextra++;
+    sb->set = (struct slurm_settings){
+        .partition = d->cfg.slurm_partition,
+        .account = d->cfg.slurm_account,
+        .qos = d->cfg.slurm_qos,
+        .extra_args = sb->extra,
+        .nextra = nextra,
+    };
+    /* slurm-args checked once, now, rather than at each submission. */
+    char **argv = NULL, *why = NULL;
+    struct slurm_job probe = {.task = 1, .script = "/x"};
+    if (slurm_sbatch_argv(&probe, &sb->set, &argv, &why) < 0) {
+        *err = why;
+        slurm_argv_free(sb->extra);
+        free(sb);
+        return -1;
+    }
+    slurm_argv_free(argv);
+    /* A tag of this state directory in each job's comment, so that two daemons of one user
+     * never adopt each other's jobs. */
+    unsigned long h = 5381;
+    for (const char *p = d->home; *p; p++)
+        h = h * 33 + (unsigned char)*p;
+    sb->home_tag = xasprintf("%08lx", h & 0xffffffffUL);
+    sb->interval_ms = d->cfg.slurm_poll_ms;
+    sb->timer = evtimer_new(d->base, slurm_on_timer, d);
+    d->slurm = sb;
+    return 0;
+}
+
+void slurm_backend_stop(struct daemon *d)
+{
+    struct slurm_backend *sb = d->slurm;
+    if (sb == NULL)
+        return;
+    cmd_abort_all();
+    event_free(sb->timer);
+    slurm_argv_free(sb->extra);
+    free(sb->down_error);
+    free(sb->home_tag);
+    free(sb);
+    d->slurm = NULL;
+}
+
+void slurm_gpus_json(struct daemon *d, json_t *o)
+{
+    struct slurm_backend *sb = d->slurm;
+    if (sb == NULL)
+        return;
+    size_t tracked = 0;
+    for (struct run *r = d->runs; r; r = r->next)
+        tracked += r->slurm;
+    json_object_set_new(o, "slurm", json_pack("{s:b,s:s?,s:I}", "up", !sb->down, "error",
+                                               sb->down_error, "tracked", (json_int_t)tracked));
+}
