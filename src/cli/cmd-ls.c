@@ -55,11 +55,11 @@ static void ls_command(const json_t *cmd, char *buf, size_t len)
  * the keys of the ls --json objects), so that the daemon's column order is no contract. */
 enum ls_field {
     LS_ID, LS_NAME, LS_STATE, LS_PRIORITY, LS_GPUS_ASKED, LS_ATTEMPTS, LS_EXIT_CODE, LS_START,
-    LS_END, LS_COMMAND, LS_GPUS, LS_USER, LS_NFIELDS
+    LS_END, LS_COMMAND, LS_GPUS, LS_USER, LS_SLURM_JOB, LS_SLURM_STATE, LS_NFIELDS
 };
 static const char *const ls_keys[LS_NFIELDS] = {
     "id", "name", "state", "priority", "request.gpus", "attempts", "exit_code", "start_time",
-    "attempt_end_time", "command", "gpus", "user",
+    "attempt_end_time", "command", "gpus", "user", "slurm_job", "slurm_state",
 };
 
 /* Fills at[] with each field's index in columns. Returns 0, or -1 naming the missing one. */
@@ -106,6 +106,14 @@ static void ls_row(struct table *t, const json_t *row, const size_t at[LS_NFIELD
                         when, sizeof when);
     }
     ls_gpus(json_array_get(row, at[LS_GPUS]), row_int(row, at[LS_GPUS_ASKED]), gpus, sizeof gpus);
+    /* A Slurm task: its job instead of GPUs here; a job Slurm holds pending is queued there. */
+    const char *job = json_string_value(json_array_get(row, at[LS_SLURM_JOB]));
+    const char *slurm_state = json_string_value(json_array_get(row, at[LS_SLURM_STATE]));
+    if (job != NULL)
+        snprintf(gpus, sizeof gpus, "slurm:%s", job);
+    if (slurm_state != NULL && strcmp(slurm_state, "PENDING") == 0 &&
+        strcmp(state, "running") == 0)
+        state = "queued";
     ls_command(json_array_get(row, at[LS_COMMAND]), command, sizeof command);
     const char *user = json_string_value(json_array_get(row, at[LS_USER]));
     const char *cells[] = {id, name ? name : "-", state, user ? user : "?", pri, gpus, att,

@@ -92,7 +92,8 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
  * brief columns come first, in task_brief's order, in every query of a task row. */
 #define TASK_BRIEF_COLUMNS                                                                    \
     "t.id, t.name, t.state, t.priority, t.gpus, t.attempts, a.exit_code, a.start_ms,"         \
-    " a.end_ms, t.command, a.gpus, t.user"
+    " a.end_ms, t.command, a.gpus, t.user, a.slurm_job,"                                       \
+    " CASE WHEN a.end_ms IS NULL THEN a.slurm_state END"
 
 #define TASK_COLUMNS                                                                          \
     TASK_BRIEF_COLUMNS ", t.reason, t.gpu_mem, t.cpus, t.mem, t.timeout_ms, t.retries,"       \
@@ -156,6 +157,8 @@ static const struct {
     {"command", BRIEF_ARRAY},
     {"gpus", BRIEF_ARRAY},
     {"user", BRIEF_OWNER},
+    {"slurm_job", BRIEF_STRING_OR_NULL},
+    {"slurm_state", BRIEF_STRING_OR_NULL},
 };
 #define TASK_BRIEF_N (int)(sizeof task_brief / sizeof task_brief[0])
 
@@ -218,17 +221,17 @@ static json_t *task_brief_json(sqlite3_stmt *s)
  * counts it running (it was handed over). */
 static void task_slurm_json(json_t *o, sqlite3_stmt *s)
 {
-    bool slurm = sqlite3_column_type(s, 34) != SQLITE_NULL;
-    bool open = sqlite3_column_type(s, 38) == SQLITE_NULL;
+    bool slurm = sqlite3_column_type(s, 36) != SQLITE_NULL;
+    bool open = sqlite3_column_type(s, 40) == SQLITE_NULL;
     json_object_set_new(o, "backend", json_string(slurm ? "slurm" : "local"));
-    json_object_set_new(o, "slurm_job", col_string_or_null(s, 35));
-    json_object_set_new(o, "slurm_state", open ? col_string_or_null(s, 36) : json_null());
+    json_object_set_new(o, "slurm_job", col_string_or_null(s, 37));
+    json_object_set_new(o, "slurm_state", open ? col_string_or_null(s, 38) : json_null());
     if (slurm && open && strcmp(col_text(s, 2), "running") == 0 &&
-        sqlite3_column_type(s, 36) != SQLITE_NULL && strcmp(col_text(s, 36), "PENDING") == 0) {
+        sqlite3_column_type(s, 38) != SQLITE_NULL && strcmp(col_text(s, 38), "PENDING") == 0) {
         json_object_set_new(o, "state", json_string("queued"));
         json_object_set_new(o, "reason",
-                            json_sprintf("slurm: %s", sqlite3_column_type(s, 37) == SQLITE_NULL
-                                                          ? "PENDING" : col_text(s, 37)));
+                            json_sprintf("slurm: %s", sqlite3_column_type(s, 39) == SQLITE_NULL
+                                                          ? "PENDING" : col_text(s, 39)));
     }
 }
 
@@ -236,42 +239,42 @@ static void task_slurm_json(json_t *o, sqlite3_stmt *s)
 static json_t *task_row_json(sqlite3_stmt *s)
 {
     json_t *o = task_brief_json(s), *after = json_array(), *after_any = json_array();
-    json_t *deps = col_json(s, 18);
+    json_t *deps = col_json(s, 20);
     for (size_t i = 0; i < json_array_size(deps); i++) {
         json_t *d = json_array_get(deps, i);
         bool ok = strcmp(json_string_value(json_array_get(d, 1)), "ok") == 0;
         json_array_append(ok ? after : after_any, json_array_get(d, 0));
     }
     json_decref(deps);
-    json_object_set_new(o, "reason", col_string_or_null(s, 12));
+    json_object_set_new(o, "reason", col_string_or_null(s, 14));
     json_t *request = json_object_get(o, "request");
-    json_object_set_new(request, "gpu_mem", json_integer(sqlite3_column_int64(s, 13)));
-    json_object_set_new(request, "cpus", json_integer(sqlite3_column_int(s, 14)));
-    json_object_set_new(request, "mem", json_integer(sqlite3_column_int64(s, 15)));
-    json_object_set_new(request, "timeout_ms", json_integer(sqlite3_column_int64(s, 16)));
-    json_object_set_new(request, "gpu_type", col_string_or_null(s, 31));
-    json_object_set_new(o, "retries", json_integer(sqlite3_column_int(s, 17)));
+    json_object_set_new(request, "gpu_mem", json_integer(sqlite3_column_int64(s, 15)));
+    json_object_set_new(request, "cpus", json_integer(sqlite3_column_int(s, 16)));
+    json_object_set_new(request, "mem", json_integer(sqlite3_column_int64(s, 17)));
+    json_object_set_new(request, "timeout_ms", json_integer(sqlite3_column_int64(s, 18)));
+    json_object_set_new(request, "gpu_type", col_string_or_null(s, 33));
+    json_object_set_new(o, "retries", json_integer(sqlite3_column_int(s, 19)));
     json_object_set_new(o, "after", after);
     json_object_set_new(o, "after_any", after_any);
-    json_object_set_new(o, "array_id", sqlite3_column_int64(s, 19) ? json_integer(
-                                           sqlite3_column_int64(s, 19)) : json_null());
-    json_object_set_new(o, "array_index", sqlite3_column_int64(s, 20) >= 0 ? json_integer(
-                                              sqlite3_column_int64(s, 20)) : json_null());
-    json_object_set_new(o, "submit_time", json_integer(sqlite3_column_int64(s, 21)));
-    json_object_set_new(o, "end_time", col_int_or_null(s, 22));
-    json_object_set_new(o, "key", col_string_or_null(s, 23));
-    json_object_set_new(o, "workdir", json_string(col_text(s, 24)));
+    json_object_set_new(o, "array_id", sqlite3_column_int64(s, 21) ? json_integer(
+                                           sqlite3_column_int64(s, 21)) : json_null());
+    json_object_set_new(o, "array_index", sqlite3_column_int64(s, 22) >= 0 ? json_integer(
+                                              sqlite3_column_int64(s, 22)) : json_null());
+    json_object_set_new(o, "submit_time", json_integer(sqlite3_column_int64(s, 23)));
+    json_object_set_new(o, "end_time", col_int_or_null(s, 24));
+    json_object_set_new(o, "key", col_string_or_null(s, 25));
+    json_object_set_new(o, "workdir", json_string(col_text(s, 26)));
     if (strcmp(col_text(s, 2), "retrying") == 0)
-        json_object_set_new(o, "retry_at", json_integer(sqlite3_column_int64(s, 25)));
-    json_object_set_new(o, "signal", col_int_or_null(s, 26));
-    json_object_set_new(o, "run_dir", col_string_or_null(s, 27));
-    json_object_set_new(o, "profile", col_string_or_null(s, 28));
-    json_object_set_new(o, "claim_source", col_string_or_null(s, 29));
-    json_object_set_new(o, "stall_ms", json_integer(sqlite3_column_int64(s, 30)));
-    json_object_set_new(o, "uid", json_integer(sqlite3_column_type(s, 32) == SQLITE_NULL
+        json_object_set_new(o, "retry_at", json_integer(sqlite3_column_int64(s, 27)));
+    json_object_set_new(o, "signal", col_int_or_null(s, 28));
+    json_object_set_new(o, "run_dir", col_string_or_null(s, 29));
+    json_object_set_new(o, "profile", col_string_or_null(s, 30));
+    json_object_set_new(o, "claim_source", col_string_or_null(s, 31));
+    json_object_set_new(o, "stall_ms", json_integer(sqlite3_column_int64(s, 32)));
+    json_object_set_new(o, "uid", json_integer(sqlite3_column_type(s, 34) == SQLITE_NULL
                                                    ? (json_int_t)getuid()
-                                                   : sqlite3_column_int64(s, 32)));
-    json_object_set_new(o, "notify", col_string_or_null(s, 33));
+                                                   : sqlite3_column_int64(s, 34)));
+    json_object_set_new(o, "notify", col_string_or_null(s, 35));
     task_slurm_json(o, s);
     return o;
 }
