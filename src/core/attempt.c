@@ -90,6 +90,8 @@ void core_attempt_start(struct core *core, struct core_task *t, const struct cor
     act->at = ready;
     act->placement = *pl;
     act->backend = t->backend;
+    if (t->backend == CORE_BACKEND_SLURM && t->ndependents > 0)
+        core_slurm_chain(core, t, now, out);
 }
 
 static int64_t attempt_backoff(const struct core_task *t, int retry)
@@ -166,10 +168,12 @@ int core_attempt_exited(struct core *core, int64_t id, enum core_outcome outcome
         break;
     case CORE_OUTCOME_NOT_STARTED:
         /* The driver never spawned it: the attempt number is handed out again and nothing
-         * counts against the retries. */
+         * counts against the retries. A Slurm task handed over behind its dependencies waits
+         * for them again. */
         t->attempts--;
-        core_task_move(core, t, TASK_QUEUED);
-        core_emit_state(out, t->id, TASK_QUEUED, CORE_REASON_NONE, 0, 0);
+        core_task_move(core, t, t->unresolved > 0 ? TASK_PENDING : TASK_QUEUED);
+        core_emit_state(out, t->id, t->unresolved > 0 ? TASK_PENDING : TASK_QUEUED,
+                        CORE_REASON_NONE, 0, 0);
         break;
     case CORE_OUTCOME_GPU_FAULT:
         /* Not the task's fault: it runs again, and this attempt does not use up a retry. */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/mem.h"
 
 int core_choose_backend(const struct core *core, const struct core_request *req,
                         enum core_backend asked, enum core_backend *backend, char *why,
@@ -64,4 +65,56 @@ void core_schedule_slurm(struct core *core, core_time now, struct core_actions *
         }
         core_attempt_start(core, t, &none, now, out);
     }
+}
+
+/* Whether t may be handed to Slurm now, behind its dependencies (Slurm's afterok/afterany). */
+static bool backend_chain_ready(const struct core *core, const struct core_task *t)
+{
+    if (t->backend != CORE_BACKEND_SLURM || t->state != TASK_PENDING || t->unresolved == 0 ||
+        core->slurm_down || core->draining)
+        return false;
+    if (t->array_id != 0 && t->array_limit > 0 &&
+        core_array_running(core, t->array_id) >= t->array_limit)
+        return false;
+    return core_deps_chainable(core, t);
+}
+
+void core_slurm_chain_one(struct core *core, struct core_task *t, core_time now,
+                          struct core_actions *out)
+{
+    const struct core_placement none = {.node = -1};
+    if (backend_chain_ready(core, t))
+        core_attempt_start(core, t, &none, now, out); /* chains its own dependents */
+}
+
+/* Iterative, not recursive, over a chain: core_attempt_start calls back here for each task it
+ * hands over; inside a walk that call only appends the task to core->chain, whose dependents
+ * the walk then looks at in turn, so a chain of any length costs no stack. */
+void core_slurm_chain(struct core *core, struct core_task *t, core_time now,
+                      struct core_actions *out)
+{
+    if (core->chain_depth > 0) { /* inside a chain being walked: the walker below picks it up */
+        core_xgrow((void **)&core->chain, &core->chain_cap, core->nchain + 1,
+                   sizeof *core->chain);
+        core->chain[core->nchain++] = t->id;
+        return;
+    }
+    const struct core_placement none = {.node = -1};
+    core->chain_depth++;
+    core->nchain = 0;
+    core_xgrow((void **)&core->chain, &core->chain_cap, 1, sizeof *core->chain);
+    core->chain[core->nchain++] = t->id;
+    for (size_t k = 0; k < core->nchain; k++) {
+        struct core_task *x = core_task_get(core, core->chain[k]);
+        if (x == NULL)
+            continue;
+        for (size_t i = 0; i < x->ndependents; i++) {
+            const struct core_edge *e = &x->dependents[i];
+            struct core_task *d = core_task_get(core, e->id);
+            if (d != NULL && d->serial == e->serial && backend_chain_ready(core, d))
+                core_attempt_start(core, d, &none, now, out); /* appends d to the chain */
+        }
+    }
+    core->nchain = 0;
+    core->chain_depth--;
 }

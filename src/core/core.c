@@ -56,6 +56,7 @@ void core_free(struct core *core)
     core_map_free(&core->arrays);
     core_queue_free(&core->queue);
     core_queue_free(&core->slurm_queue);
+    free(core->chain);
     core_users_free(core);
     core_retry_free(&core->retry);
     core_place_free(&core->place);
@@ -263,6 +264,8 @@ int core_submit(struct core *core, const struct core_task_spec *spec, core_time 
         core_queue_insert(core_task_queue(core, t), t);
     }
     core_emit_state(out, t->id, state, CORE_REASON_SUBMITTED, 0, 0);
+    if (state == TASK_PENDING)
+        core_slurm_chain_one(core, t, now, out);
     return 0;
 }
 
@@ -331,6 +334,8 @@ int core_release(struct core *core, int64_t id, core_time now, struct core_actio
     enum task_state to = t->unresolved > 0 ? TASK_PENDING : TASK_QUEUED;
     core_task_move(core, t, to);
     core_emit_state(out, t->id, to, CORE_REASON_RELEASED, 0, 0);
+    if (to == TASK_PENDING)
+        core_slurm_chain_one(core, t, now, out);
     return 0;
 }
 

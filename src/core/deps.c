@@ -105,7 +105,26 @@ static struct core_task *deps_settle(struct core *core, const struct core_task *
     }
     core_task_move(core, d, TASK_UPSTREAM_FAILED);
     core_emit_state(out, d->id, TASK_UPSTREAM_FAILED, CORE_REASON_UPSTREAM, from->id, 0);
+    if (d->run != NULL) /* a Slurm task handed over behind it: scancel */
+        core_emit(out, CORE_ACT_KILL, d->id);
     return d;
+}
+
+bool core_deps_chainable(const struct core *core, const struct core_task *t)
+{
+    struct core_task *target;
+    size_t waiting = 0;
+    for (size_t i = 0; i < t->ndeps; i++) {
+        enum deps_status status = deps_status(core, &t->deps[i], &target);
+        if (status == DEPS_RESOLVED)
+            continue;
+        if (status != DEPS_WAITING || target->backend != CORE_BACKEND_SLURM ||
+            target->state != TASK_RUNNING || target->run == NULL ||
+            target->attempts - target->attempts_base - 1 < target->max_retries)
+            return false;
+        waiting++;
+    }
+    return waiting > 0;
 }
 
 void core_deps_ended(struct core *core, struct core_task *t, struct core_actions *out)

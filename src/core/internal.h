@@ -98,6 +98,9 @@ struct core {
     struct core_queue queue;      /* the ready queue; with fair share, each user's instead */
     struct core_queue slurm_queue; /* ready Slurm tasks (started in a pass of their own) */
     bool slurm_down;              /* core_set_slurm_up(false) */
+    int64_t *chain;               /* Slurm tasks being handed over behind each other (backend.c) */
+    size_t nchain, chain_cap;
+    int chain_depth;
     struct core_map users;        /* user + 1 -> struct core_user * */
     /* A pass's iteration over users with ready tasks, least usage first; ulast is the user
      * whose task was handed out last (its key may have grown since). */
@@ -155,6 +158,10 @@ void core_deps_link(struct core *core, struct core_task *t);
  * included. */
 void core_deps_ended(struct core *core, struct core_task *t, struct core_actions *out);
 
+/* Whether t waits only on Slurm tasks that are running their last try (so that Slurm's own
+ * afterok/afterany means what drover's dependency means), and on at least one. */
+bool core_deps_chainable(const struct core *core, const struct core_task *t);
+
 /* users.c */
 /* user's record, created on first use. */
 struct core_user *core_user_get(struct core *core, uint32_t user);
@@ -171,6 +178,13 @@ void core_ready_start(struct core *core, core_time now);
 struct core_task *core_ready_next(struct core *core);
 
 /* backend.c */
+/* t, a Slurm task, was just handed to Slurm: its pending Slurm dependents that now wait only on
+ * Slurm tasks running their last try are handed over too, behind them (transitively). */
+void core_slurm_chain(struct core *core, struct core_task *t, core_time now,
+                      struct core_actions *out);
+/* A pending Slurm task t (just submitted or released) that may be handed over at once. */
+void core_slurm_chain_one(struct core *core, struct core_task *t, core_time now,
+                          struct core_actions *out);
 /* Starts every ready Slurm task its array's limit allows (none while Slurm is not answering). */
 void core_schedule_slurm(struct core *core, core_time now, struct core_actions *out);
 

@@ -24,7 +24,8 @@ static bool restore_valid(const struct core *core, const struct core_task_spec *
         return false; /* not live: nothing to restore */
     if (!terminal && st->state != TASK_RUNNING && st->attempt_running)
         return false;
-    return !running || core_place_valid(&core->place, &st->placement);
+    return !running || spec->backend == CORE_BACKEND_SLURM ||
+           core_place_valid(&core->place, &st->placement);
 }
 
 static void restore_remember(struct core *core, int64_t id)
@@ -59,6 +60,9 @@ int core_restore(struct core *core, const struct core_task_spec *spec,
         break;
     default: /* RUNNING, or ended with its attempt still running */
         core_attempt_track(core, t, &st->placement, st->started);
+        /* A Slurm task handed over behind its dependencies still waits on them in core. */
+        if (st->state == TASK_RUNNING && t->backend == CORE_BACKEND_SLURM && t->ndeps > 0)
+            restore_remember(core, t->id);
         break;
     }
     return 0;
@@ -91,7 +95,8 @@ static void restore_queue(struct core *core)
 
 static bool restore_waits(const struct core_task *t)
 {
-    return t != NULL && (t->state == TASK_HELD || t->state == TASK_PENDING);
+    return t != NULL && (t->state == TASK_HELD || t->state == TASK_PENDING ||
+                         (t->state == TASK_RUNNING && t->backend == CORE_BACKEND_SLURM));
 }
 
 void core_restore_done(struct core *core, core_time now, struct core_actions *out)
@@ -112,8 +117,11 @@ void core_restore_done(struct core *core, core_time now, struct core_actions *ou
         struct core_task *t = core_task_get(core, core->restored[i]);
         if (failed[i] == 0 || !restore_waits(t))
             continue;
+        bool handed_over = t->run != NULL;
         core_task_move(core, t, TASK_UPSTREAM_FAILED);
         core_emit_state(out, t->id, TASK_UPSTREAM_FAILED, CORE_REASON_UPSTREAM, failed[i], 0);
+        if (handed_over)
+            core_emit(out, CORE_ACT_KILL, t->id);
         core_deps_ended(core, t, out);
     }
     for (size_t i = 0; i < core->nrestored; i++) {

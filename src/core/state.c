@@ -24,19 +24,23 @@ static const char *const state_names[TASK_NSTATES] = {
 
 /* state_next[from] is the set of states a task in `from` may move to; terminal states have none.
  *   held     -> pending/queued (release), upstream_failed (a success-dependency failed)
- *   pending  -> queued (deps done), held, upstream_failed
+ *   pending  -> queued (deps done), held, upstream_failed, running (a Slurm task handed to
+ *               Slurm behind its Slurm dependencies: core/backend.c)
  *   queued   -> running (placed), held. Never upstream_failed: queued means every dep resolved.
  *   running  -> succeeded, failed, timed_out, retrying (failed, retries left),
  *               queued (the driver never started it: NOT_STARTED; its GPU failed; it ran out
- *               of GPU memory and is claimed larger)
+ *               of GPU memory and is claimed larger), pending (a Slurm task handed over
+ *               early that never reached Slurm), upstream_failed (a dependency of a Slurm task
+ *               handed over early failed)
  *   retrying -> queued (backoff over), held
  * and every non-terminal state -> cancelled. */
 static const unsigned state_next[TASK_NSTATES] = {
     [TASK_HELD] = S(TASK_PENDING) | S(TASK_QUEUED) | S(TASK_UPSTREAM_FAILED) | CANCEL,
-    [TASK_PENDING] = S(TASK_QUEUED) | S(TASK_HELD) | S(TASK_UPSTREAM_FAILED) | CANCEL,
+    [TASK_PENDING] = S(TASK_QUEUED) | S(TASK_HELD) | S(TASK_UPSTREAM_FAILED) | S(TASK_RUNNING) |
+                     CANCEL,
     [TASK_QUEUED] = S(TASK_RUNNING) | S(TASK_HELD) | CANCEL,
     [TASK_RUNNING] = S(TASK_SUCCEEDED) | S(TASK_FAILED) | S(TASK_TIMED_OUT) | S(TASK_RETRYING) |
-                     S(TASK_QUEUED) | CANCEL,
+                     S(TASK_QUEUED) | S(TASK_PENDING) | S(TASK_UPSTREAM_FAILED) | CANCEL,
     [TASK_RETRYING] = S(TASK_QUEUED) | S(TASK_HELD) | CANCEL,
 };
 

@@ -53,6 +53,7 @@ struct run {
     /* A Slurm attempt (daemon/slurm.c): no process of ours; run_dir is in shared-dir. */
     bool slurm;
     bool submitting;            /* sbatch has not answered yet */
+    bool waiting;               /* … nor been run: a job it follows has no id yet */
     bool cancel_wanted;         /* cancelled before its job id was known */
     int64_t job_id;             /* 0 until known */
     int orphan_polls;           /* polls that looked for it by its comment (no job id) */

@@ -62,6 +62,9 @@ struct slurm_call {
 
 static struct ratelog slurm_log;
 
+static void slurm_not_started(struct daemon *d, struct run *r, const char *why);
+static void slurm_submit_waiting(struct daemon *d);
+
 static struct run *slurm_run(struct daemon *d, int64_t task, int attempt)
 {
     for (struct run *r = d->runs; r; r = r->next)
@@ -224,6 +227,15 @@ static void slurm_finish(struct daemon *d, struct run *r, const struct slurm_job
     case SLURM_OUTCOME_CANCELLED:
         e->outcome = "cancelled";
         outcome = CORE_OUTCOME_SIGNAL;
+        if (core_task_state(d->core, r->task) == TASK_RUNNING && j->reason != NULL &&
+            strcmp(j->reason, "DependencyNeverSatisfied") == 0) {
+            /* Slurm gave up on a job drover still runs (submitted again after a node
+             * failure): the task waits in drover for it, as if never sent. */
+            free(why);
+            d->nends--;
+            slurm_not_started(d, r, "its Slurm dependency was submitted again");
+            return;
+        }
         if (core_task_state(d->core, r->task) == TASK_RUNNING) {
             /* Cancelled in Slurm by someone else: the task is cancelled, not retried. */
             const char *no;
@@ -304,6 +316,7 @@ static void slurm_submitted(void *arg, const struct cmd_result *res)
             slurm_failed(d, r, "exec_error", CORE_OUTCOME_EXEC_ERROR, why);
         }
         free(why);
+        slurm_submit_waiting(d);
         daemon_apply(d);
         slurm_schedule_poll(d);
         return;
@@ -321,12 +334,14 @@ static void slurm_submitted(void *arg, const struct cmd_result *res)
     }
     if (r->cancel_wanted)
         slurm_scancel(d, r);
+    slurm_submit_waiting(d);
+    daemon_apply(d);
     slurm_schedule_poll(d);
 }
 
 /* The attempt's environment in the batch script: the request's, without what would point the
  * task at another machine's GPUs or Slurm job, then drover's own (docs/SLURM.md). */
-static char **slurm_env(struct daemon *d, json_t *info, const struct core_action *a)
+static char **slurm_env(struct daemon *d, json_t *info, int64_t task, int attempt)
 {
     json_t *env = json_object_get(info, "env"), *val;
     const char *k;
@@ -341,10 +356,10 @@ static char **slurm_env(struct daemon *d, json_t *info, const struct core_action
         v[i++] = xasprintf("%s=%s", k, json_string_value(val));
     }
     const char *shared = d->cfg.shared_dir;
-    v[i++] = xasprintf("DROVER_TASK_ID=%lld", (long long)a->task);
-    v[i++] = xasprintf("DROVER_ATTEMPT=%d", a->attempt);
-    v[i++] = xasprintf("DROVER_CHECKPOINT_DIR=%s/checkpoints/%lld", shared, (long long)a->task);
-    v[i++] = xasprintf("DROVER_METRICS_FILE=%s/metrics/%lld.jsonl", shared, (long long)a->task);
+    v[i++] = xasprintf("DROVER_TASK_ID=%lld", (long long)task);
+    v[i++] = xasprintf("DROVER_ATTEMPT=%d", attempt);
+    v[i++] = xasprintf("DROVER_CHECKPOINT_DIR=%s/checkpoints/%lld", shared, (long long)task);
+    v[i++] = xasprintf("DROVER_METRICS_FILE=%s/metrics/%lld.jsonl", shared, (long long)task);
     json_int_t index = json_integer_value(json_object_get(info, "array_index"));
     if (index >= 0)
         v[i++] = xasprintf("DROVER_ARRAY_INDEX=%lld", (long long)index);
@@ -443,11 +458,28 @@ static struct slurm_settings slurm_settings_for(const struct daemon *d, int64_t 
     return set;
 }
 
-/* argv of sbatch for the attempt, with the comment that finds it again after a crash. */
+/* The Slurm jobs an attempt follows (afterok, afterany). */
+struct slurm_deps {
+    const int64_t *ok;
+    size_t nok;
+    const int64_t *any;
+    size_t nany;
+};
+
+/* argv of sbatch for the attempt (deps may be NULL), with the comment that finds it again
+ * after a crash, and --no-requeue: a job a node failure or a preemption ended is submitted
+ * again by drover (without using a retry), never requeued by Slurm behind drover's back. */
 static char **slurm_argv(struct daemon *d, json_t *info, int64_t task, int attempt,
-                         const char *run_dir, const char *script, char **err)
+                         const char *run_dir, const char *script, const struct slurm_deps *deps,
+                         char **err)
 {
     struct slurm_job job = slurm_job_of(info, task, run_dir, script);
+    if (deps != NULL) {
+        job.afterok = deps->ok;
+        job.nafterok = deps->nok;
+        job.afterany = deps->any;
+        job.nafterany = deps->nany;
+    }
     struct slurm_settings set = slurm_settings_for(d, job.timeout_ms);
     char **argv;
     if (slurm_sbatch_argv(&job, &set, &argv, err) < 0)
@@ -455,27 +487,74 @@ static char **slurm_argv(struct daemon *d, json_t *info, int64_t task, int attem
     size_t n = 0;
     while (argv[n])
         n++;
-    argv = xrealloc(argv, (n + 2) * sizeof *argv);
-    argv[n + 1] = NULL;
-    argv[n] = argv[n - 1]; /* the script stays last */
+    argv = xrealloc(argv, (n + 3) * sizeof *argv);
+    argv[n + 2] = NULL;
+    argv[n + 1] = argv[n - 1]; /* the script stays last */
     argv[n - 1] = xasprintf("--comment=drover:%lld.%d:%s", (long long)task, attempt,
                             d->slurm->home_tag);
+    argv[n] = xstrdup("--no-requeue");
     return argv;
 }
 
-void slurm_start_attempt(struct daemon *d, const struct core_action *a, core_time now)
+/* The Slurm jobs r must wait for: its dependencies that core still counts running (handed to
+ * Slurm ahead of it, core/backend.c), by kind. Returns 1 when they are all known, 0 when one's
+ * sbatch has not answered yet (r waits), -1 when one is no longer in Slurm (r must wait in
+ * drover again). */
+static int slurm_upstream(struct daemon *d, struct run *r, int64_t **ok, size_t *nok,
+                          int64_t **any, size_t *nany)
 {
-    json_t *info = store_task_exec_info(d->store, a->task);
-    char *run_dir = xasprintf("%s/runs/%lld/%d", d->cfg.shared_dir, (long long)a->task,
-                              a->attempt);
-    char *script_path = xasprintf("%s/job.sh", run_dir), *err = NULL, *text = NULL;
+    struct core_task_spec spec;
+    struct core_dep *deps = NULL;
+    int rc = 1;
+    *ok = *any = NULL;
+    *nok = *nany = 0;
+    if (store_task_spec(d->store, r->task, &spec, &deps, NULL) < 0)
+        return 1;
+    for (size_t i = 0; i < spec.ndeps && rc != -1; i++) {
+        int state = core_task_state(d->core, deps[i].id);
+        if (state < 0 || task_state_terminal(state))
+            continue; /* ended: core settled what that means */
+        struct run *u = NULL;
+        for (struct run *x = d->runs; x && u == NULL; x = x->next)
+            if (x->slurm && x->task == deps[i].id)
+                u = x;
+        if (state != TASK_RUNNING || u == NULL) {
+            rc = -1;
+        } else if (u->job_id <= 0) {
+            rc = 0;
+        } else if (deps[i].kind == DEP_AFTER_OK) {
+            *ok = xrealloc(*ok, (*nok + 1) * sizeof **ok);
+            (*ok)[(*nok)++] = u->job_id;
+        } else {
+            *any = xrealloc(*any, (*nany + 1) * sizeof **any);
+            (*any)[(*nany)++] = u->job_id;
+        }
+    }
+    free(deps);
+    return rc;
+}
+
+/* Writes the attempt's batch script and runs sbatch for it — once every Slurm job it depends on
+ * has its id. */
+static void slurm_submit(struct daemon *d, struct run *r)
+{
+    int64_t *ok = NULL, *any = NULL;
+    size_t nok = 0, nany = 0;
+    int upstream = slurm_upstream(d, r, &ok, &nok, &any, &nany);
+    if (upstream <= 0) {
+        free(ok);
+        free(any);
+        r->waiting = upstream == 0;
+        if (upstream < 0)
+            slurm_not_started(d, r, "a dependency it was to follow in Slurm is not there");
+        return;
+    }
+    r->waiting = false;
+    json_t *info = store_task_exec_info(d->store, r->task);
+    char *script_path = xasprintf("%s/job.sh", r->run_dir), *err = NULL, *text = NULL;
     char **argv = NULL, **env = NULL, **cmd = NULL;
     json_t *uid = json_object_get(info, "uid");
     bool owned = json_is_integer(uid) && (uid_t)json_integer_value(uid) != geteuid();
-    struct run *r = run_add(d, a->task, a->attempt, 0, false, xstrdup(run_dir), now,
-                            &a->placement);
-    r->slurm = true;
-    r->submitting = true;
     if (info == NULL) {
         err = xstrdup("the task is not in the store");
         goto fail;
@@ -484,23 +563,25 @@ void slurm_start_attempt(struct daemon *d, const struct core_action *a, core_tim
     cmd = xcalloc(json_array_size(command) + 1, sizeof *cmd);
     for (size_t i = 0; i < json_array_size(command); i++)
         cmd[i] = xstrdup(json_string_value(json_array_get(command, i)));
-    env = slurm_env(d, info, a);
+    env = slurm_env(d, info, r->task, r->attempt);
     struct slurm_script script = {
-        .task_id = a->task,
-        .attempt = a->attempt,
+        .task_id = r->task,
+        .attempt = r->attempt,
         .argv = cmd,
         .env = env,
         .workdir = json_string_value(json_object_get(info, "workdir")),
-        .run_dir = run_dir,
+        .run_dir = r->run_dir,
     };
-    if (slurm_dirs(d, a->task, run_dir, owned, owned ? (uid_t)json_integer_value(uid) : 0,
+    struct slurm_deps after = {ok, nok, any, nany};
+    if (slurm_dirs(d, r->task, r->run_dir, owned, owned ? (uid_t)json_integer_value(uid) : 0,
                    &err) < 0 ||
         (text = slurm_script_text(&script, &err)) == NULL ||
         slurm_write_file(script_path, text, &err) < 0 ||
-        (argv = slurm_argv(d, info, a->task, a->attempt, run_dir, script_path, &err)) == NULL)
+        (argv = slurm_argv(d, info, r->task, r->attempt, r->run_dir, script_path, &after,
+                           &err)) == NULL)
         goto fail;
     struct slurm_call *call = xcalloc(1, sizeof *call);
-    *call = (struct slurm_call){d, a->task, a->attempt, 0};
+    *call = (struct slurm_call){d, r->task, r->attempt, 0};
     struct cmd_opts opts = {
         .timeout_ms = SLURM_CMD_TIMEOUT_MS,
         .as_user = owned,
@@ -512,21 +593,52 @@ void slurm_start_attempt(struct daemon *d, const struct core_action *a, core_tim
         free(call);
         goto fail;
     }
-    telemetry_started(d, a->at, now);
     goto done;
 fail:
     fprintf(stderr, "drover daemon: task %lld: cannot hand it to slurm: %s\n",
-            (long long)a->task, err);
+            (long long)r->task, err);
     slurm_failed(d, r, "exec_error", CORE_OUTCOME_EXEC_ERROR, err);
 done:
+    free(ok);
+    free(any);
     free(err);
     free(text);
-    free(run_dir);
     free(script_path);
     slurm_argv_free(argv);
     slurm_strv_free(env);
     slurm_strv_free(cmd);
     json_decref(info);
+}
+
+/* Attempts that waited for their upstream's job ids: submitted, or sent back, now. */
+static void slurm_submit_waiting(struct daemon *d)
+{
+    struct { int64_t task; int attempt; } *v = NULL;
+    size_t n = 0, cap = 0;
+    for (struct run *r = d->runs; r; r = r->next) {
+        if (r->slurm && r->waiting) {
+            xgrow((void **)&v, &cap, n + 1, sizeof *v);
+            v[n].task = r->task;
+            v[n++].attempt = r->attempt;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct run *r = slurm_run(d, v[i].task, v[i].attempt);
+        if (r != NULL && r->waiting)
+            slurm_submit(d, r);
+    }
+    free(v);
+}
+
+void slurm_start_attempt(struct daemon *d, const struct core_action *a, core_time now)
+{
+    char *run_dir = xasprintf("%s/runs/%lld/%d", d->cfg.shared_dir, (long long)a->task,
+                              a->attempt);
+    struct run *r = run_add(d, a->task, a->attempt, 0, false, run_dir, now, &a->placement);
+    r->slurm = true;
+    r->submitting = true;
+    telemetry_started(d, a->at, now);
+    slurm_submit(d, r);
 }
 
 /* ---- cancelling ------------------------------------------------------------------------------ */
@@ -568,6 +680,10 @@ static void slurm_scancel(struct daemon *d, struct run *r)
 
 void slurm_cancel_attempt(struct daemon *d, struct run *r)
 {
+    if (r->waiting) { /* never reached Slurm: it ends here */
+        slurm_failed(d, r, "cancelled", CORE_OUTCOME_SIGNAL, "cancelled before it reached Slurm");
+        return;
+    }
     if (r->job_id > 0)
         slurm_scancel(d, r);
     else
@@ -728,6 +844,7 @@ static void slurm_polled(void *arg, const struct cmd_result *res)
     if (begun && store_commit(d->store) < 0)
         store_rollback(d->store);
     slurm_jobs_free(jobs);
+    slurm_submit_waiting(d);
     if (ended > 0) {
         exp_poll(d); /* the ended trials' last metrics, before their ends are written */
         core_schedule(d->core, daemon_now(), &d->acts);
@@ -820,7 +937,7 @@ int slurm_check_request(struct daemon *d, json_t *task, char *why, size_t len)
         json_object_set_new(info, "workdir", json_string("/"));
     char *run_dir = xasprintf("%s/runs/1/1", d->cfg.shared_dir);
     char *script = xasprintf("%s/job.sh", run_dir);
-    argv = slurm_argv(d, info, 1, 1, run_dir, script, &err);
+    argv = slurm_argv(d, info, 1, 1, run_dir, script, NULL, &err);
     int rc = 0;
     if (argv == NULL) {
         snprintf(why, len, "%s", err);

@@ -107,9 +107,9 @@ static void test_table(void **state)
     static const bool want[TASK_NSTATES][TASK_NSTATES] = {
         /*        H  P  Q  R  RT S  F  T  C  U */
         [H] = { 0, 1, 1, 0, 0, 0, 0, 0, 1, 1 },
-        [P] = { 1, 0, 1, 0, 0, 0, 0, 0, 1, 1 },
+        [P] = { 1, 0, 1, 1, 0, 0, 0, 0, 1, 1 }, /* P -> R: a Slurm task behind its deps */
         [Q] = { 1, 0, 0, 1, 0, 0, 0, 0, 1, 0 },
-        [R] = { 0, 0, 1, 0, 1, 1, 1, 1, 1, 0 },
+        [R] = { 0, 1, 1, 0, 1, 1, 1, 1, 1, 1 }, /* R -> P, U: that task, not sent or failed */
         [RT] = { 1, 0, 1, 0, 0, 0, 0, 0, 1, 0 },
     };
     for (int from = 0; from < TASK_NSTATES; from++)
