@@ -34,7 +34,7 @@ int core_choose_backend(const struct core *core, const struct core_request *req,
         *backend = CORE_BACKEND_LOCAL;
         return 0;
     }
-    if (core->policy.slurm && core->policy.spill == CORE_SPILL_UNFIT) {
+    if (core->policy.slurm && core->policy.spill != CORE_SPILL_NEVER) {
         *backend = CORE_BACKEND_SLURM;
         if (why != NULL && len > 0)
             why[0] = '\0';
@@ -117,4 +117,65 @@ void core_slurm_chain(struct core *core, struct core_task *t, core_time now,
     }
     core->nchain = 0;
     core->chain_depth--;
+}
+
+/* ---- spill = after DURATION ------------------------------------------------------------------
+ * Every local task that becomes queued is noted in a FIFO with its ready time; ready times are
+ * handed out in order (core_ready_time), so the FIFO is sorted and a pass looks only at its
+ * head: O(1) per task over its whole wait, however long the queue. An entry whose task started,
+ * left the queue or became queued again since (a new ready time) is dropped when reached. */
+
+void core_spill_note(struct core *core, const struct core_task *t)
+{
+    if (!core->policy.slurm || core->policy.spill != CORE_SPILL_AFTER ||
+        t->backend != CORE_BACKEND_LOCAL)
+        return;
+    if (core->spill_head > 0 && core->spill_head * 2 >= core->nspill) {
+        memmove(core->spill, core->spill + core->spill_head,
+                (core->nspill - core->spill_head) * sizeof *core->spill);
+        core->nspill -= core->spill_head;
+        core->spill_head = 0;
+    }
+    core_xgrow((void **)&core->spill, &core->spill_cap, core->nspill + 1, sizeof *core->spill);
+    core->spill[core->nspill++] = (struct core_spill_entry){t->id, t->serial, t->ready_time};
+}
+
+static bool backend_spill_live(const struct core *core, const struct core_spill_entry *e,
+                               struct core_task **out)
+{
+    struct core_task *t = core_task_get(core, e->id);
+    *out = t;
+    return t != NULL && t->serial == e->serial && t->state == TASK_QUEUED &&
+           t->backend == CORE_BACKEND_LOCAL && t->ready_time == e->ready;
+}
+
+void core_spill_due(struct core *core, core_time now)
+{
+    if (core->slurm_down)
+        return;
+    while (core->spill_head < core->nspill) {
+        const struct core_spill_entry *e = &core->spill[core->spill_head];
+        struct core_task *t;
+        if (!backend_spill_live(core, e, &t)) {
+            core->spill_head++;
+            continue;
+        }
+        if (core_time_add(e->ready, core->policy.spill_after_ms) > now)
+            break;
+        core->spill_head++;
+        /* Off this machine's queue onto Slurm's, keeping its place in time. */
+        core_queue_remove(core_task_queue(core, t), t);
+        t->backend = CORE_BACKEND_SLURM;
+        core_queue_insert(core_task_queue(core, t), t);
+    }
+}
+
+core_time core_spill_next(const struct core *core)
+{
+    for (size_t i = core->spill_head; i < core->nspill && !core->slurm_down; i++) {
+        struct core_task *t;
+        if (backend_spill_live(core, &core->spill[i], &t))
+            return core_time_add(core->spill[i].ready, core->policy.spill_after_ms);
+    }
+    return CORE_TIME_NEVER;
 }

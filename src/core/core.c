@@ -57,6 +57,7 @@ void core_free(struct core *core)
     core_queue_free(&core->queue);
     core_queue_free(&core->slurm_queue);
     free(core->chain);
+    free(core->spill);
     core_users_free(core);
     core_retry_free(&core->retry);
     core_place_free(&core->place);
@@ -195,6 +196,7 @@ void core_task_move(struct core *core, struct core_task *t, enum task_state to)
     if (to == TASK_QUEUED) {
         t->ready_time = core_ready_time(core);
         core_queue_insert(core_task_queue(core, t), t);
+        core_spill_note(core, t);
     } else if (to == TASK_RETRYING) {
         core_retry_push(&core->retry, t);
     }
@@ -262,6 +264,7 @@ int core_submit(struct core *core, const struct core_task_spec *spec, core_time 
     if (state == TASK_QUEUED) {
         t->ready_time = core_ready_time(core);
         core_queue_insert(core_task_queue(core, t), t);
+        core_spill_note(core, t);
     }
     core_emit_state(out, t->id, state, CORE_REASON_SUBMITTED, 0, 0);
     if (state == TASK_PENDING)
@@ -376,7 +379,8 @@ bool core_draining(const struct core *core)
 core_time core_next_wakeup(const struct core *core)
 {
     const struct core_task *t = core_retry_top(&core->retry);
-    return t != NULL ? t->retry_at : CORE_TIME_NEVER;
+    core_time retry = t != NULL ? t->retry_at : CORE_TIME_NEVER, spill = core_spill_next(core);
+    return spill < retry ? spill : retry;
 }
 
 int core_task_state(const struct core *core, int64_t id)

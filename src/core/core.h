@@ -216,9 +216,11 @@ struct core_policy {
     struct core_limits user_limits;
     /* A Slurm cluster takes tasks (the daemon has shared-dir set), and when a task goes there
      * without asking (docs/SLURM.md, "spill"): never; unfit (a task no node here could ever
-     * run); after spill_after_ms waiting queued here (not yet built: see docs/SLURM.md). */
+     * run: decided at submission); after (a local task queued spill_after_ms without starting
+     * goes to Slurm at the next pass — and unfit ones too). */
     bool slurm;
-    enum core_spill { CORE_SPILL_NEVER, CORE_SPILL_UNFIT } spill;
+    enum core_spill { CORE_SPILL_NEVER, CORE_SPILL_UNFIT, CORE_SPILL_AFTER } spill;
+    int64_t spill_after_ms;
 };
 
 /* The daemon's default: aging 60 s per point, backfill, best fit, scan bound 10000, fair share

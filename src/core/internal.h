@@ -101,6 +101,8 @@ struct core {
     int64_t *chain;               /* Slurm tasks being handed over behind each other (backend.c) */
     size_t nchain, chain_cap;
     int chain_depth;
+    struct core_spill_entry { int64_t id; uint64_t serial; core_time ready; } *spill;
+    size_t spill_head, nspill, spill_cap; /* spill = after: queued local tasks, oldest first */
     struct core_map users;        /* user + 1 -> struct core_user * */
     /* A pass's iteration over users with ready tasks, least usage first; ulast is the user
      * whose task was handed out last (its key may have grown since). */
@@ -178,6 +180,12 @@ void core_ready_start(struct core *core, core_time now);
 struct core_task *core_ready_next(struct core *core);
 
 /* backend.c */
+/* spill = after: t just became queued here (its ready_time set). */
+void core_spill_note(struct core *core, const struct core_task *t);
+/* Moves the local tasks queued longer than spill_after_ms to Slurm's queue. */
+void core_spill_due(struct core *core, core_time now);
+/* When the next one is due, or CORE_TIME_NEVER. */
+core_time core_spill_next(const struct core *core);
 /* t, a Slurm task, was just handed to Slurm: its pending Slurm dependents that now wait only on
  * Slurm tasks running their last try are handed over too, behind them (transitively). */
 void core_slurm_chain(struct core *core, struct core_task *t, core_time now,

@@ -88,8 +88,10 @@ static void restore_queue(struct core *core)
             v[n++] = t;
     }
     qsort(v, n, sizeof *v, restore_cmp_ready);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         core_queue_insert(core_task_queue(core, v[i]), v[i]);
+        core_spill_note(core, v[i]);
+    }
     free(v);
 }
 

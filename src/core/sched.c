@@ -311,6 +311,7 @@ void core_schedule(struct core *core, core_time now, struct core_actions *out)
     sched_backoffs(core, out);
     if (core->draining)
         return;
+    core_spill_due(core, now);
     core_schedule_slurm(core, now, out);
     struct sched_pass p = { .core = core, .now = now, .out = out, .shadow = CORE_TIME_NEVER };
     int max_scan = core->policy.max_scan;

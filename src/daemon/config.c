@@ -76,8 +76,8 @@ static const struct config_key config_keys[] = {
     {"slurm-poll", CONFIG_DURATION, OFF(slurm_poll_ms), "5s",
      "how often one squeue call looks at every Slurm job drover tracks"},
     {"spill", CONFIG_STRING, OFF(spill), "never",
-     "when a task goes to Slurm without --on slurm: never, or unfit (this machine could never"
-     " run it)"},
+     "when a task goes to Slurm without --on slurm: never; unfit (this machine could never"
+     " run it); after DURATION (it waited that long here, e.g. after 30m; unfit ones too)"},
     {"admins", CONFIG_STRING, OFF(admins), NULL,
      "system mode: members of this group are admins, as root is (default: root alone)"},
     {"fair-share", CONFIG_BOOL, OFF(fair_share), "yes",
@@ -419,6 +419,7 @@ static int config_places_load(struct daemon_config *cfg, int argc, char **argv, 
  * notify URL's scheme. */
 static int config_http(struct daemon_config *cfg, char **err)
 {
+    const char *why;
     if (cfg->metrics != NULL && cfg->http != NULL && strcmp(cfg->metrics, cfg->http) != 0) {
         *err = xasprintf("metrics (%s) and http (%s) differ: metrics is the old name of http,"
                          " one listener serves both; set http alone", cfg->metrics, cfg->http);
@@ -437,8 +438,16 @@ static int config_http(struct daemon_config *cfg, char **err)
         *err = xstrdup("http-tls-cert is set but http is not: nothing would serve HTTPS");
         return -1;
     }
-    if (strcmp(cfg->spill, "never") != 0 && strcmp(cfg->spill, "unfit") != 0) {
-        *err = xasprintf("spill '%s': expected never or unfit", cfg->spill);
+    if (strcmp(cfg->spill, "never") != 0 && strcmp(cfg->spill, "unfit") != 0 &&
+        (strncmp(cfg->spill, "after ", 6) != 0 ||
+         parse_duration(cfg->spill + 6, &cfg->spill_after_ms, &why) < 0 ||
+         cfg->spill_after_ms <= 0)) {
+        *err = xasprintf("spill '%s': expected never, unfit, or after DURATION (after 30m)",
+                         cfg->spill);
+        return -1;
+    }
+    if (strcmp(cfg->spill, "never") != 0 && cfg->shared_dir == NULL) {
+        *err = xasprintf("spill = %s needs shared-dir (a Slurm cluster to spill to)", cfg->spill);
         return -1;
     }
     if (cfg->shared_dir != NULL && cfg->shared_dir[0] != '/') {

@@ -39,7 +39,8 @@ struct daemon_config {
     char *slurm_partition, *slurm_account, *slurm_qos;
     char *slurm_args;          /* extra sbatch words, split like a shell (never run by one) */
     int64_t slurm_poll_ms;     /* one squeue call per poll while jobs are tracked */
-    char *spill;               /* never, unfit */
+    char *spill;               /* never, unfit, after DURATION */
+    int64_t spill_after_ms;    /* after DURATION */
     char *admins;              /* system mode: the group whose members are admins, or NULL */
     /* Between users (core/users.c): fair share by decayed GPU usage, and what one user's tasks
      * may hold (0 = no limit), with per-user and per-group overrides (config_user_limits). */

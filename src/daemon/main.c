@@ -277,7 +277,10 @@ int daemon_main(int argc, char **argv)
     policy.fair_share_half_life_ms = d.cfg.fair_share_half_life_ms;
     policy.user_limits = d.cfg.user_limits;
     policy.slurm = d.cfg.shared_dir != NULL;
-    policy.spill = strcmp(d.cfg.spill, "unfit") == 0 ? CORE_SPILL_UNFIT : CORE_SPILL_NEVER;
+    policy.spill = strcmp(d.cfg.spill, "unfit") == 0   ? CORE_SPILL_UNFIT
+                   : strcmp(d.cfg.spill, "never") == 0 ? CORE_SPILL_NEVER
+                                                       : CORE_SPILL_AFTER;
+    policy.spill_after_ms = d.cfg.spill_after_ms;
     d.grace_ms = d.cfg.grace_ms;
     char *runs = paths_join(d.home, "runs"), *metrics = paths_join(d.home, "metrics");
     bool made = paths_mkdir_p(d.home) == 0 && paths_mkdir_p(runs) == 0 &&

@@ -123,6 +123,8 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
             struct core_placement machine = a->placement;
             daemon_gpus_to_machine(d, &machine);
             rc = store_attempt_start(d->store, a->task, a->attempt, now, &machine, dir);
+            if (rc == 0 && a->backend == CORE_BACKEND_SLURM && a->attempt == 1)
+                rc = store_task_slurm(d->store, a->task); /* spilled there, maybe */
             if (rc == 0)
                 events_stage_attempt_start(d, a->task, a->attempt, &machine, now);
             free(dir);

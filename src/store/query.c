@@ -227,7 +227,13 @@ static void task_slurm_json(json_t *o, sqlite3_stmt *s)
     json_object_set_new(o, "slurm_job", col_string_or_null(s, 37));
     json_object_set_new(o, "slurm_state", open ? col_string_or_null(s, 38) : json_null());
     if (slurm && open && strcmp(col_text(s, 2), "running") == 0 &&
-        sqlite3_column_type(s, 38) != SQLITE_NULL && strcmp(col_text(s, 38), "PENDING") == 0) {
+        sqlite3_column_type(s, 38) == SQLITE_NULL) { /* not yet seen by a poll */
+        json_object_set_new(o, "state", json_string("queued"));
+        json_object_set_new(o, "reason", json_string(sqlite3_column_type(s, 37) == SQLITE_NULL
+                                                         ? "slurm: submitting"
+                                                         : "slurm: submitted"));
+    } else if (slurm && open && strcmp(col_text(s, 2), "running") == 0 &&
+               strcmp(col_text(s, 38), "PENDING") == 0) {
         json_object_set_new(o, "state", json_string("queued"));
         json_object_set_new(o, "reason",
                             json_sprintf("slurm: %s", sqlite3_column_type(s, 39) == SQLITE_NULL

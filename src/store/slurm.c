@@ -46,3 +46,13 @@ char *store_attempt_slurm_job_of(struct store *st, int64_t task, int attempt)
     sqlite3_finalize(s);
     return job;
 }
+
+int store_task_slurm(struct store *st, int64_t task)
+{
+    sqlite3_stmt *s = store_prepare(st, "UPDATE tasks SET backend = 'slurm'"
+                                        " WHERE id = ?1 AND backend IS NULL");
+    if (s == NULL)
+        return store_failed(st, sqlite3_errcode(store_db(st)));
+    sqlite3_bind_int64(s, 1, task);
+    return store_step_once(s) < 0 ? store_failed(st, sqlite3_errcode(store_db(st))) : 0;
+}

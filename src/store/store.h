@@ -76,6 +76,8 @@ int store_attempt_end(struct store *st, int64_t task, int attempt, core_time sta
 int store_attempt_slurm_job(struct store *st, int64_t task, int attempt, const char *job);
 int store_attempt_slurm_state(struct store *st, int64_t task, int attempt, const char *state,
                               const char *reason);
+/* A local task spilled to Slurm (spill = after): its backend becomes slurm. */
+int store_task_slurm(struct store *st, int64_t task);
 /* The attempt's job id (malloc'd), or NULL: none recorded (sbatch had not answered). */
 char *store_attempt_slurm_job_of(struct store *st, int64_t task, int attempt);
 /* Marks tasks first..last as one array (array_id = first). */
