@@ -84,6 +84,14 @@ static void gpus_human(json_t *reply)
     printf("source: %s; %lld CPUs, %s memory\n",
            json_string_value(json_object_get(reply, "source")),
            (long long)json_integer_value(json_object_get(reply, "cpus")), mem);
+    json_t *slurm = json_object_get(reply, "slurm");
+    if (json_is_object(slurm) && json_is_true(json_object_get(slurm, "up")))
+        printf("slurm: up, %lld jobs tracked\n",
+               (long long)json_integer_value(json_object_get(slurm, "tracked")));
+    else if (json_is_object(slurm))
+        printf("slurm: not answering: %s\n",
+               json_string_value(json_object_get(slurm, "error"))
+                   ? json_string_value(json_object_get(slurm, "error")) : "?");
     if (json_array_size(json_object_get(reply, "gpus")) > 0)
         table_print(t, stdout);
     else

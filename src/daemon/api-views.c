@@ -27,6 +27,7 @@ void api_healthz(struct http_req *r, const struct api_caller *who, const struct 
                              "uptime_s", uptime, "db",
                              db ? json_string("ok") : json_string(store_error(d->store)),
                              "gpus", d->gpus.count, "system", d->cfg.system);
+    slurm_gpus_json(d, body); /* "slurm": {"up", …} when a cluster is set up; not a failure */
     http_respond_json(r, db ? 200 : 503, body, NULL);
 }
 

@@ -351,6 +351,21 @@ char *metrics_render(const json_t *snapshot)
 
     render_latency(&out, json_object_get(s, "latency"));
 
+    const json_t *slurm = json_object_get(s, "slurm");
+    if (json_is_object(slurm)) {
+        render_scalar(&out, "drover_slurm_up",
+                      "1 when the Slurm cluster answers drover's commands, 0 when it does not.",
+                      format_bool(json_object_get(slurm, "up"), value), value);
+        render_scalar(&out, "drover_slurm_jobs_tracked", "Slurm jobs drover follows.",
+                      format_number(json_object_get(slurm, "tracked"), 1, value), value);
+        struct family calls = {"drover_slurm_commands_total", "counter",
+                               "Slurm commands run by the daemon, by command.", &out, false};
+        const json_t *c = json_object_get(slurm, "calls");
+        static const char *const names[] = {"sbatch", "squeue", "scontrol", "scancel"};
+        for (size_t i = 0; i < 4; i++)
+            keyed_sample(&calls, "command", names[i], json_object_get(c, names[i]));
+    }
+
     render_scalar(&out, "drover_telemetry_last_sample_timestamp_seconds",
                   "When GPU telemetry was last sampled, seconds since the epoch.",
                   format_number(json_object_get(s, "sampled_at"), 1000, value), value);

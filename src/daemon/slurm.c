@@ -50,7 +50,10 @@ struct slurm_backend {
     core_time down_since;
     int scontrols;               /* scontrol calls in flight */
     char *home_tag;              /* identifies this daemon's jobs in their comment */
+    uint64_t calls[4];           /* commands run: sbatch, squeue, scontrol, scancel */
 };
+
+enum { CALL_SBATCH, CALL_SQUEUE, CALL_SCONTROL, CALL_SCANCEL };
 
 /* A command in flight and what it is for. */
 struct slurm_call {
@@ -593,6 +596,7 @@ static void slurm_submit(struct daemon *d, struct run *r)
         free(call);
         goto fail;
     }
+    d->slurm->calls[CALL_SBATCH]++;
     goto done;
 fail:
     fprintf(stderr, "drover daemon: task %lld: cannot hand it to slurm: %s\n",
@@ -675,7 +679,9 @@ static void slurm_scancel(struct daemon *d, struct run *r)
         fprintf(stderr, "drover daemon: task %lld: scancel: %s\n", (long long)r->task, err);
         free(err);
         free(call);
+        return;
     }
+    d->slurm->calls[CALL_SCANCEL]++;
 }
 
 void slurm_cancel_attempt(struct daemon *d, struct run *r)
@@ -755,6 +761,7 @@ static void slurm_scontrol(struct daemon *d, struct run *r)
         return;
     }
     d->slurm->scontrols++;
+    d->slurm->calls[CALL_SCONTROL]++;
 }
 
 /* With the comment field, each line is "ID|STATE|REASON|EXIT|COMMENT|": the attempts a crash
@@ -881,6 +888,7 @@ static void slurm_poll_start(struct daemon *d)
     }
     sb->polling = true;
     sb->with_comments = orphans;
+    sb->calls[CALL_SQUEUE]++;
 }
 
 static void slurm_on_timer(evutil_socket_t fd, short what, void *arg)
@@ -1022,6 +1030,13 @@ void slurm_gpus_json(struct daemon *d, json_t *o)
     size_t tracked = 0;
     for (struct run *r = d->runs; r; r = r->next)
         tracked += r->slurm;
-    json_object_set_new(o, "slurm", json_pack("{s:b,s:s?,s:I}", "up", !sb->down, "error",
-                                               sb->down_error, "tracked", (json_int_t)tracked));
+    json_t *since = sb->down ? json_integer(sb->down_since) : json_null();
+    json_object_set_new(
+        o, "slurm",
+        json_pack("{s:b,s:s?,s:o,s:I,s:{s:I,s:I,s:I,s:I}}", "up", !sb->down, "error",
+                  sb->down_error, "down_since", since, "tracked", (json_int_t)tracked, "calls",
+                  "sbatch", (json_int_t)sb->calls[CALL_SBATCH], "squeue",
+                  (json_int_t)sb->calls[CALL_SQUEUE], "scontrol",
+                  (json_int_t)sb->calls[CALL_SCONTROL], "scancel",
+                  (json_int_t)sb->calls[CALL_SCANCEL]));
 }

@@ -553,5 +553,6 @@ json_t *telemetry_snapshot(struct daemon *d)
         json_object_get(counts, "attempts"), "latency", "buckets", buckets, "sum", t->lat_sum,
         "count", (json_int_t)t->lat_total);
     json_decref(counts);
+    slurm_gpus_json(d, snap);
     return snap;
 }
