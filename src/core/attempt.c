@@ -90,6 +90,7 @@ void core_attempt_start(struct core *core, struct core_task *t, const struct cor
     act->at = ready;
     act->placement = *pl;
     act->backend = t->backend;
+    act->array_id = t->array_id;
     if (t->backend == CORE_BACKEND_SLURM && t->ndependents > 0)
         core_slurm_chain(core, t, now, out);
 }

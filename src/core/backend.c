@@ -43,6 +43,15 @@ int core_choose_backend(const struct core *core, const struct core_request *req,
     return -1;
 }
 
+/* An array's first attempts all go to Slurm at once, as one Slurm array that keeps the parallel
+ * limit itself (--array=…%K); a later attempt (a retry, submitted alone) waits until fewer than
+ * K of the array's attempts are in Slurm, so that together they never exceed K. */
+static bool backend_array_full(const struct core *core, const struct core_task *t)
+{
+    return t->array_id != 0 && t->array_limit > 0 && t->attempts > 0 &&
+           core_array_running(core, t->array_id) >= t->array_limit;
+}
+
 void core_set_slurm_up(struct core *core, bool up)
 {
     core->slurm_down = !up;
@@ -57,8 +66,7 @@ void core_schedule_slurm(struct core *core, core_time now, struct core_actions *
     struct core_task *t;
     core_queue_iter_start(&core->slurm_queue);
     while ((t = core_queue_iter_next(&core->slurm_queue)) != NULL) {
-        if (t->array_id != 0 && t->array_limit > 0 &&
-            core_array_running(core, t->array_id) >= t->array_limit) {
+        if (backend_array_full(core, t)) {
             if (max_scan > 0 && ++skipped >= max_scan)
                 break;
             continue;
@@ -73,8 +81,7 @@ static bool backend_chain_ready(const struct core *core, const struct core_task 
     if (t->backend != CORE_BACKEND_SLURM || t->state != TASK_PENDING || t->unresolved == 0 ||
         core->slurm_down || core->draining)
         return false;
-    if (t->array_id != 0 && t->array_limit > 0 &&
-        core_array_running(core, t->array_id) >= t->array_limit)
+    if (backend_array_full(core, t))
         return false;
     return core_deps_chainable(core, t);
 }

@@ -171,6 +171,7 @@ struct core_action {
     int attempt;                  /* CORE_ACT_START: 1, 2, … */
     struct core_placement placement; /* CORE_ACT_START (node -1 and no GPUs on Slurm) */
     enum core_backend backend;    /* CORE_ACT_START: where it runs (spill may change it) */
+    int64_t array_id;             /* CORE_ACT_START: the task's array, or 0 */
 };
 
 struct core_actions {

@@ -119,7 +119,7 @@ bool core_deps_chainable(const struct core *core, const struct core_task *t)
         if (status == DEPS_RESOLVED)
             continue;
         if (status != DEPS_WAITING || target->backend != CORE_BACKEND_SLURM ||
-            target->state != TASK_RUNNING || target->run == NULL ||
+            target->state != TASK_RUNNING || target->run == NULL || target->array_id != 0 ||
             target->attempts - target->attempts_base - 1 < target->max_retries)
             return false;
         waiting++;

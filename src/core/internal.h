@@ -161,7 +161,8 @@ void core_deps_link(struct core *core, struct core_task *t);
 void core_deps_ended(struct core *core, struct core_task *t, struct core_actions *out);
 
 /* Whether t waits only on Slurm tasks that are running their last try (so that Slurm's own
- * afterok/afterany means what drover's dependency means), and on at least one. */
+ * afterok/afterany means what drover's dependency means), and on at least one; none of them an
+ * array element (the daemon names Slurm dependencies by whole jobs). */
 bool core_deps_chainable(const struct core *core, const struct core_task *t);
 
 /* users.c */

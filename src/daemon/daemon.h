@@ -55,7 +55,11 @@ struct run {
     bool submitting;            /* sbatch has not answered yet */
     bool waiting;               /* … nor been run: a job it follows has no id yet */
     bool cancel_wanted;         /* cancelled before its job id was known */
-    int64_t job_id;             /* 0 until known */
+    int64_t job_id;             /* 0 until known (an array element's: the array's job id) */
+    int64_t array_task;         /* an array element's index in Slurm, or -1 */
+    int64_t group;              /* the array submitted as one Slurm array (its first attempts),
+                                 * or 0 */
+    uint64_t submission;        /* which sbatch call it was part of */
     int orphan_polls;           /* polls that looked for it by its comment (no job id) */
     char slurm_state[24];       /* what the last poll said */
     char slurm_reason[64];
@@ -217,6 +221,10 @@ int slurm_backend_start(struct daemon *d, char **err);
 void slurm_backend_stop(struct daemon *d);
 /* Carries out core's START of a Slurm task: the batch script, then sbatch in the background. */
 void slurm_start_attempt(struct daemon *d, const struct core_action *a, core_time now);
+/* Submits the attempts waiting to be (slurm-submit.c): each alone, the first attempts of an
+ * array's elements as one Slurm array — once every Slurm job they follow has its id. The runner
+ * calls it after carrying out a batch of actions. */
+void slurm_submit_waiting(struct daemon *d);
 /* drover cancel of a Slurm attempt: scancel (once its job id is known). */
 void slurm_cancel_attempt(struct daemon *d, struct run *r);
 /* Restore: a Slurm attempt the store says is running is tracked again. */

@@ -366,6 +366,7 @@ static void carry_out(struct daemon *d, const struct core_actions *batch, core_t
             daemon_kick(d);
         }
     }
+    slurm_submit_waiting(d); /* the Slurm starts of the batch, an array's as one job */
 }
 
 /* Commits the accumulated actions (in the transaction the caller began, if in_txn) and carries

@@ -12,8 +12,7 @@
  * told (core_set_slurm_up): no Slurm task starts, new --on slurm submissions are refused with
  * the error, a submission that failed goes back to queued without using a retry, and the poll
  * goes on, backing off to a minute, until Slurm answers again. Local work is not touched. */
-#include "daemon/daemon.h"
-#include "daemon/cmd.h"
+#include "daemon/slurm-internal.h"
 #include "util/parse.h"
 #include "util/paths.h"
 #include "util/ratelog.h"
@@ -33,47 +32,27 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SLURM_CMD_TIMEOUT_MS 30000   /* sbatch, squeue, scontrol, scancel */
 #define SLURM_DOWN_POLL_MAX_MS 60000 /* the poll's back-off while Slurm does not answer */
 #define SLURM_ORPHAN_POLLS 3         /* polls an attempt without a job id is looked for */
 #define SLURM_SCONTROL_AT_ONCE 8     /* scontrol calls in flight for jobs squeue forgot */
 
-struct slurm_backend {
-    struct slurm_settings set;
-    char **extra;                /* slurm-args, split */
-    struct event *timer;
-    int64_t interval_ms;         /* the poll's, backing off while Slurm is down */
-    bool polling;                /* a squeue is in flight */
-    bool with_comments;          /* … asking for each job's comment too */
-    bool down;
-    char *down_error;            /* what the last failed command said */
-    core_time down_since;
-    int scontrols;               /* scontrol calls in flight */
-    char *home_tag;              /* identifies this daemon's jobs in their comment */
-    uint64_t calls[4];           /* commands run: sbatch, squeue, scontrol, scancel */
-};
-
-enum { CALL_SBATCH, CALL_SQUEUE, CALL_SCONTROL, CALL_SCANCEL };
-
-/* A command in flight and what it is for. */
-struct slurm_call {
-    struct daemon *d;
-    int64_t task;
-    int attempt;
-    int64_t job;
-};
-
 static struct ratelog slurm_log;
 
-static void slurm_not_started(struct daemon *d, struct run *r, const char *why);
-static void slurm_submit_waiting(struct daemon *d);
 
-static struct run *slurm_run(struct daemon *d, int64_t task, int attempt)
+struct run *slurm_run(struct daemon *d, int64_t task, int attempt)
 {
     for (struct run *r = d->runs; r; r = r->next)
         if (r->slurm && r->task == task && r->attempt == attempt)
             return r;
     return NULL;
+}
+
+void slurm_job_text(const struct run *r, char *buf, size_t len)
+{
+    if (r->array_task >= 0)
+        snprintf(buf, len, "%lld_%lld", (long long)r->job_id, (long long)r->array_task);
+    else
+        snprintf(buf, len, "%lld", (long long)r->job_id);
 }
 
 static bool slurm_tracking(const struct daemon *d)
@@ -92,7 +71,7 @@ static void slurm_arm(struct daemon *d, int64_t ms)
 
 /* Polls again after the interval, if there is anything to poll (or Slurm is down: the poll is
  * how it is seen to be back). */
-static void slurm_schedule_poll(struct daemon *d)
+void slurm_schedule_poll(struct daemon *d)
 {
     struct slurm_backend *sb = d->slurm;
     if (sb->polling || evtimer_pending(sb->timer, NULL))
@@ -103,7 +82,7 @@ static void slurm_schedule_poll(struct daemon *d)
 
 /* Whether a failed command's words say that slurmctld could not be reached (as opposed to a
  * refusal of this job: a bad partition, a GRES the cluster lacks). */
-static bool slurm_unreachable(const struct cmd_result *res)
+bool slurm_unreachable(const struct cmd_result *res)
 {
     static const char *const signs[] = {"Unable to contact slurm controller",
                                         "Socket timed out", "Connection refused",
@@ -118,7 +97,7 @@ static bool slurm_unreachable(const struct cmd_result *res)
 }
 
 /* The first line a command wrote on stderr (else its status), for reasons. (malloc'd) */
-static char *slurm_said(const char *cmd, const struct cmd_result *res)
+char *slurm_said(const char *cmd, const struct cmd_result *res)
 {
     if (res->error != NULL)
         return xasprintf("%s: %s", cmd, res->error);
@@ -134,7 +113,7 @@ static char *slurm_said(const char *cmd, const struct cmd_result *res)
     return xasprintf("%.*s", (int)(n > 300 ? 300 : n), e);
 }
 
-static void slurm_set_up(struct daemon *d, bool up, const char *why)
+void slurm_set_up(struct daemon *d, bool up, const char *why)
 {
     struct slurm_backend *sb = d->slurm;
     if (up) {
@@ -216,7 +195,9 @@ static void slurm_finish(struct daemon *d, struct run *r, const struct slurm_job
     enum core_outcome outcome;
     e->exit_code = j->exit_code;
     e->signal = j->signal;
-    snprintf(e->reason, sizeof e->reason, "%s (slurm job %lld)", why, (long long)r->job_id);
+    char job[48];
+    slurm_job_text(r, job, sizeof job);
+    snprintf(e->reason, sizeof e->reason, "%s (slurm job %s)", why, job);
     bool warned = slurm_marker(r->run_dir, "warned", NULL, 0);
     switch (o) {
     case SLURM_OUTCOME_SUCCEEDED:
@@ -260,8 +241,7 @@ static void slurm_finish(struct daemon *d, struct run *r, const struct slurm_job
             /* It died of the warning before its time limit (docs/SLURM.md). */
             e->outcome = "timed_out";
             snprintf(e->reason, sizeof e->reason,
-                     "ended by the warning before its time limit (SIGUSR1; slurm job %lld)",
-                     (long long)r->job_id);
+                     "ended by the warning before its time limit (SIGUSR1; slurm job %s)", job);
             outcome = CORE_OUTCOME_TIMEOUT;
         }
         break;
@@ -272,7 +252,7 @@ static void slurm_finish(struct daemon *d, struct run *r, const struct slurm_job
 }
 
 /* An attempt that never reached Slurm: forgotten, queued again, no retry used. */
-static void slurm_not_started(struct daemon *d, struct run *r, const char *why)
+void slurm_not_started(struct daemon *d, struct run *r, const char *why)
 {
     struct attempt_end *e = slurm_end_new(d, r);
     e->outcome = "not_started";
@@ -283,7 +263,7 @@ static void slurm_not_started(struct daemon *d, struct run *r, const char *why)
 }
 
 /* An attempt Slurm refused, or that vanished: it failed (exec_error is never retried). */
-static void slurm_failed(struct daemon *d, struct run *r, const char *outcome_name,
+void slurm_failed(struct daemon *d, struct run *r, const char *outcome_name,
                          enum core_outcome outcome, const char *why)
 {
     struct attempt_end *e = slurm_end_new(d, r);
@@ -295,355 +275,6 @@ static void slurm_failed(struct daemon *d, struct run *r, const char *outcome_na
 
 /* ---- submitting ------------------------------------------------------------------------------ */
 
-static void slurm_scancel(struct daemon *d, struct run *r);
-
-static void slurm_submitted(void *arg, const struct cmd_result *res)
-{
-    struct slurm_call *call = arg;
-    struct daemon *d = call->d;
-    struct run *r = slurm_run(d, call->task, call->attempt);
-    free(call);
-    if (r == NULL)
-        return;
-    r->submitting = false;
-    long long job = 0;
-    char *end = NULL;
-    if (res->status == 0 && res->out_len > 0)
-        job = strtoll(res->out, &end, 10);
-    if (job <= 0 || end == NULL || (*end != '\n' && *end != ';' && *end != '\0')) {
-        char *why = slurm_said("sbatch", res);
-        if (res->status != -1 && slurm_unreachable(res)) {
-            slurm_set_up(d, false, why);
-            slurm_not_started(d, r, why);
-        } else {
-            slurm_failed(d, r, "exec_error", CORE_OUTCOME_EXEC_ERROR, why);
-        }
-        free(why);
-        slurm_submit_waiting(d);
-        daemon_apply(d);
-        slurm_schedule_poll(d);
-        return;
-    }
-    slurm_set_up(d, true, NULL);
-    r->job_id = job;
-    char id[24];
-    snprintf(id, sizeof id, "%lld", job);
-    store_begin(d->store);
-    if (store_attempt_slurm_job(d->store, r->task, r->attempt, id) < 0 ||
-        store_commit(d->store) < 0) {
-        store_rollback(d->store);
-        fprintf(stderr, "drover daemon: task %lld: cannot record slurm job %s: %s\n",
-                (long long)r->task, id, store_error(d->store));
-    }
-    if (r->cancel_wanted)
-        slurm_scancel(d, r);
-    slurm_submit_waiting(d);
-    daemon_apply(d);
-    slurm_schedule_poll(d);
-}
-
-/* The attempt's environment in the batch script: the request's, without what would point the
- * task at another machine's GPUs or Slurm job, then drover's own (docs/SLURM.md). */
-static char **slurm_env(struct daemon *d, json_t *info, int64_t task, int attempt)
-{
-    json_t *env = json_object_get(info, "env"), *val;
-    const char *k;
-    char **v = xcalloc(json_object_size(env) + 8, sizeof *v);
-    size_t i = 0;
-    json_object_foreach(env, k, val) {
-        if (!json_is_string(val) || strncmp(k, "SLURM_", 6) == 0 ||
-            strncmp(k, "SBATCH_", 7) == 0 || strncmp(k, "DROVER_", 7) == 0 ||
-            strcmp(k, "CUDA_VISIBLE_DEVICES") == 0 || strcmp(k, "GPU_DEVICE_ORDINAL") == 0 ||
-            strcmp(k, "ROCR_VISIBLE_DEVICES") == 0)
-            continue;
-        v[i++] = xasprintf("%s=%s", k, json_string_value(val));
-    }
-    const char *shared = d->cfg.shared_dir;
-    v[i++] = xasprintf("DROVER_TASK_ID=%lld", (long long)task);
-    v[i++] = xasprintf("DROVER_ATTEMPT=%d", attempt);
-    v[i++] = xasprintf("DROVER_CHECKPOINT_DIR=%s/checkpoints/%lld", shared, (long long)task);
-    v[i++] = xasprintf("DROVER_METRICS_FILE=%s/metrics/%lld.jsonl", shared, (long long)task);
-    json_int_t index = json_integer_value(json_object_get(info, "array_index"));
-    if (index >= 0)
-        v[i++] = xasprintf("DROVER_ARRAY_INDEX=%lld", (long long)index);
-    return v;
-}
-
-static void slurm_strv_free(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
-}
-
-/* The attempt's directories in shared-dir, its owner's when it is not the daemon's user. */
-static int slurm_dirs(struct daemon *d, int64_t task, const char *run_dir, bool owned, uid_t uid,
-                      char **err)
-{
-    char *ckpt = xasprintf("%s/checkpoints/%lld", d->cfg.shared_dir, (long long)task);
-    char *metrics = xasprintf("%s/metrics", d->cfg.shared_dir);
-    const char *dirs[] = {run_dir, ckpt, metrics};
-    int rc = 0;
-    for (size_t i = 0; i < 3 && rc == 0; i++) {
-        if (paths_mkdir_p(dirs[i]) < 0) {
-            *err = xasprintf("cannot create %s: %s", dirs[i], strerror(errno));
-            rc = -1;
-        }
-    }
-    if (rc == 0 && owned) {
-        struct passwd *pw = getpwuid(uid);
-        gid_t gid = pw ? pw->pw_gid : (gid_t)-1;
-        char *file = xasprintf("%s/%lld.jsonl", metrics, (long long)task);
-        int fd = open(file, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd >= 0)
-            close(fd);
-        if (chown(run_dir, uid, gid) < 0 || chown(ckpt, uid, gid) < 0 ||
-            chown(file, uid, gid) < 0) {
-            *err = xasprintf("cannot give %s to uid %u: %s", run_dir, (unsigned)uid,
-                             strerror(errno));
-            rc = -1;
-        }
-        chmod(metrics, 01777); /* every owner appends its own file (sticky, like /tmp) */
-        free(file);
-    }
-    free(ckpt);
-    free(metrics);
-    return rc;
-}
-
-static int slurm_write_file(const char *path, const char *text, char **err)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    size_t len = strlen(text), done = 0;
-    while (fd >= 0 && done < len) {
-        ssize_t n = write(fd, text + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        done += (size_t)n;
-    }
-    if (fd < 0 || done < len || close(fd) < 0) {
-        *err = xasprintf("cannot write %s: %s", path, strerror(errno));
-        if (fd >= 0 && done < len)
-            close(fd);
-        return -1;
-    }
-    return 0;
-}
-
-/* The job sbatch is asked for: what the mapping needs of the task (info: the store's). */
-static struct slurm_job slurm_job_of(json_t *info, int64_t task, const char *run_dir,
-                                     const char *script)
-{
-    return (struct slurm_job){
-        .name = json_string_value(json_object_get(info, "name")),
-        .task = task,
-        .gpus = (int)json_integer_value(json_object_get(info, "gpus")),
-        .gpu_type = json_string_value(json_object_get(info, "gpu_type")),
-        .cpus = (int)json_integer_value(json_object_get(info, "cpus")),
-        .mem = (uint64_t)json_integer_value(json_object_get(info, "mem")),
-        .timeout_ms = json_integer_value(json_object_get(info, "timeout_ms")),
-        .workdir = json_string_value(json_object_get(info, "workdir")),
-        .run_dir = run_dir,
-        .script = script,
-    };
-}
-
-/* The warning before the limit: 90 s, but at most half the limit, so that a short job is not
- * warned as it starts (Slurm's timing is coarse: up to a minute early). */
-static struct slurm_settings slurm_settings_for(const struct daemon *d, int64_t timeout_ms)
-{
-    struct slurm_settings set = d->slurm->set;
-    int64_t limit_s = (timeout_ms + 59999) / 60000 * 60;
-    if (timeout_ms > 0 && limit_s / 2 < SLURM_WARN_S)
-        set.warn_signal_s = limit_s / 2 > 0 ? (int)(limit_s / 2) : -1;
-    return set;
-}
-
-/* The Slurm jobs an attempt follows (afterok, afterany). */
-struct slurm_deps {
-    const int64_t *ok;
-    size_t nok;
-    const int64_t *any;
-    size_t nany;
-};
-
-/* argv of sbatch for the attempt (deps may be NULL), with the comment that finds it again
- * after a crash, and --no-requeue: a job a node failure or a preemption ended is submitted
- * again by drover (without using a retry), never requeued by Slurm behind drover's back. */
-static char **slurm_argv(struct daemon *d, json_t *info, int64_t task, int attempt,
-                         const char *run_dir, const char *script, const struct slurm_deps *deps,
-                         char **err)
-{
-    struct slurm_job job = slurm_job_of(info, task, run_dir, script);
-    if (deps != NULL) {
-        job.afterok = deps->ok;
-        job.nafterok = deps->nok;
-        job.afterany = deps->any;
-        job.nafterany = deps->nany;
-    }
-    struct slurm_settings set = slurm_settings_for(d, job.timeout_ms);
-    char **argv;
-    if (slurm_sbatch_argv(&job, &set, &argv, err) < 0)
-        return NULL;
-    size_t n = 0;
-    while (argv[n])
-        n++;
-    argv = xrealloc(argv, (n + 3) * sizeof *argv);
-    argv[n + 2] = NULL;
-    argv[n + 1] = argv[n - 1]; /* the script stays last */
-    argv[n - 1] = xasprintf("--comment=drover:%lld.%d:%s", (long long)task, attempt,
-                            d->slurm->home_tag);
-    argv[n] = xstrdup("--no-requeue");
-    return argv;
-}
-
-/* The Slurm jobs r must wait for: its dependencies that core still counts running (handed to
- * Slurm ahead of it, core/backend.c), by kind. Returns 1 when they are all known, 0 when one's
- * sbatch has not answered yet (r waits), -1 when one is no longer in Slurm (r must wait in
- * drover again). */
-static int slurm_upstream(struct daemon *d, struct run *r, int64_t **ok, size_t *nok,
-                          int64_t **any, size_t *nany)
-{
-    struct core_task_spec spec;
-    struct core_dep *deps = NULL;
-    int rc = 1;
-    *ok = *any = NULL;
-    *nok = *nany = 0;
-    if (store_task_spec(d->store, r->task, &spec, &deps, NULL) < 0)
-        return 1;
-    for (size_t i = 0; i < spec.ndeps && rc != -1; i++) {
-        int state = core_task_state(d->core, deps[i].id);
-        if (state < 0 || task_state_terminal(state))
-            continue; /* ended: core settled what that means */
-        struct run *u = NULL;
-        for (struct run *x = d->runs; x && u == NULL; x = x->next)
-            if (x->slurm && x->task == deps[i].id)
-                u = x;
-        if (state != TASK_RUNNING || u == NULL) {
-            rc = -1;
-        } else if (u->job_id <= 0) {
-            rc = 0;
-        } else if (deps[i].kind == DEP_AFTER_OK) {
-            *ok = xrealloc(*ok, (*nok + 1) * sizeof **ok);
-            (*ok)[(*nok)++] = u->job_id;
-        } else {
-            *any = xrealloc(*any, (*nany + 1) * sizeof **any);
-            (*any)[(*nany)++] = u->job_id;
-        }
-    }
-    free(deps);
-    return rc;
-}
-
-/* Writes the attempt's batch script and runs sbatch for it — once every Slurm job it depends on
- * has its id. */
-static void slurm_submit(struct daemon *d, struct run *r)
-{
-    int64_t *ok = NULL, *any = NULL;
-    size_t nok = 0, nany = 0;
-    int upstream = slurm_upstream(d, r, &ok, &nok, &any, &nany);
-    if (upstream <= 0) {
-        free(ok);
-        free(any);
-        r->waiting = upstream == 0;
-        if (upstream < 0)
-            slurm_not_started(d, r, "a dependency it was to follow in Slurm is not there");
-        return;
-    }
-    r->waiting = false;
-    json_t *info = store_task_exec_info(d->store, r->task);
-    char *script_path = xasprintf("%s/job.sh", r->run_dir), *err = NULL, *text = NULL;
-    char **argv = NULL, **env = NULL, **cmd = NULL;
-    json_t *uid = json_object_get(info, "uid");
-    bool owned = json_is_integer(uid) && (uid_t)json_integer_value(uid) != geteuid();
-    if (info == NULL) {
-        err = xstrdup("the task is not in the store");
-        goto fail;
-    }
-    json_t *command = json_object_get(info, "command");
-    cmd = xcalloc(json_array_size(command) + 1, sizeof *cmd);
-    for (size_t i = 0; i < json_array_size(command); i++)
-        cmd[i] = xstrdup(json_string_value(json_array_get(command, i)));
-    env = slurm_env(d, info, r->task, r->attempt);
-    struct slurm_script script = {
-        .task_id = r->task,
-        .attempt = r->attempt,
-        .argv = cmd,
-        .env = env,
-        .workdir = json_string_value(json_object_get(info, "workdir")),
-        .run_dir = r->run_dir,
-    };
-    struct slurm_deps after = {ok, nok, any, nany};
-    if (slurm_dirs(d, r->task, r->run_dir, owned, owned ? (uid_t)json_integer_value(uid) : 0,
-                   &err) < 0 ||
-        (text = slurm_script_text(&script, &err)) == NULL ||
-        slurm_write_file(script_path, text, &err) < 0 ||
-        (argv = slurm_argv(d, info, r->task, r->attempt, r->run_dir, script_path, &after,
-                           &err)) == NULL)
-        goto fail;
-    struct slurm_call *call = xcalloc(1, sizeof *call);
-    *call = (struct slurm_call){d, r->task, r->attempt, 0};
-    struct cmd_opts opts = {
-        .timeout_ms = SLURM_CMD_TIMEOUT_MS,
-        .as_user = owned,
-        .uid = owned ? (uid_t)json_integer_value(uid) : 0,
-        .workdir = script.workdir,
-        .nofile = d->task_nofile,
-    };
-    if (cmd_start(d->base, argv, &opts, slurm_submitted, call, &err) < 0) {
-        free(call);
-        goto fail;
-    }
-    d->slurm->calls[CALL_SBATCH]++;
-    goto done;
-fail:
-    fprintf(stderr, "drover daemon: task %lld: cannot hand it to slurm: %s\n",
-            (long long)r->task, err);
-    slurm_failed(d, r, "exec_error", CORE_OUTCOME_EXEC_ERROR, err);
-done:
-    free(ok);
-    free(any);
-    free(err);
-    free(text);
-    free(script_path);
-    slurm_argv_free(argv);
-    slurm_strv_free(env);
-    slurm_strv_free(cmd);
-    json_decref(info);
-}
-
-/* Attempts that waited for their upstream's job ids: submitted, or sent back, now. */
-static void slurm_submit_waiting(struct daemon *d)
-{
-    struct { int64_t task; int attempt; } *v = NULL;
-    size_t n = 0, cap = 0;
-    for (struct run *r = d->runs; r; r = r->next) {
-        if (r->slurm && r->waiting) {
-            xgrow((void **)&v, &cap, n + 1, sizeof *v);
-            v[n].task = r->task;
-            v[n++].attempt = r->attempt;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        struct run *r = slurm_run(d, v[i].task, v[i].attempt);
-        if (r != NULL && r->waiting)
-            slurm_submit(d, r);
-    }
-    free(v);
-}
-
-void slurm_start_attempt(struct daemon *d, const struct core_action *a, core_time now)
-{
-    char *run_dir = xasprintf("%s/runs/%lld/%d", d->cfg.shared_dir, (long long)a->task,
-                              a->attempt);
-    struct run *r = run_add(d, a->task, a->attempt, 0, false, run_dir, now, &a->placement);
-    r->slurm = true;
-    r->submitting = true;
-    telemetry_started(d, a->at, now);
-    slurm_submit(d, r);
-}
 
 /* ---- cancelling ------------------------------------------------------------------------------ */
 
@@ -667,13 +298,13 @@ static void slurm_cancelled(void *arg, const struct cmd_result *res)
     }
 }
 
-static void slurm_scancel(struct daemon *d, struct run *r)
+void slurm_scancel(struct daemon *d, struct run *r)
 {
-    char job[24], *err = NULL;
-    snprintf(job, sizeof job, "%lld", (long long)r->job_id);
+    char job[48], *err = NULL;
+    slurm_job_text(r, job, sizeof job);
     char *argv[] = {"scancel", job, NULL};
     struct slurm_call *call = xcalloc(1, sizeof *call);
-    *call = (struct slurm_call){d, r->task, r->attempt, r->job_id};
+    *call = (struct slurm_call){d, r->task, r->attempt, r->job_id, r->array_task, 0};
     struct cmd_opts opts = {.timeout_ms = SLURM_CMD_TIMEOUT_MS};
     if (cmd_start(d->base, argv, &opts, slurm_cancelled, call, &err) < 0) {
         fprintf(stderr, "drover daemon: task %lld: scancel: %s\n", (long long)r->task, err);
@@ -681,7 +312,7 @@ static void slurm_scancel(struct daemon *d, struct run *r)
         free(call);
         return;
     }
-    d->slurm->calls[CALL_SCANCEL]++;
+    d->slurm->calls[SLURM_CALL_SCANCEL]++;
 }
 
 void slurm_cancel_attempt(struct daemon *d, struct run *r)
@@ -724,7 +355,7 @@ static void slurm_scontrol_done(void *arg, const struct cmd_result *res)
     d->slurm->scontrols--;
     if (r != NULL && r->job_id == call->job) {
         struct slurm_jobs *jobs = slurm_scontrol_parse(res->out ? res->out : "");
-        const struct slurm_job_info *j = slurm_jobs_find(jobs, call->job, SLURM_NO_TASK);
+        const struct slurm_job_info *j = slurm_jobs_find(jobs, call->job, call->array_task);
         char *why = NULL;
         if (j != NULL) {
             enum slurm_outcome o = slurm_outcome_of(j->state, j->reason, j->exit_code,
@@ -734,9 +365,10 @@ static void slurm_scontrol_done(void *arg, const struct cmd_result *res)
                 slurm_finish(d, r, j);
         } else if (res->status != -1 && !slurm_unreachable(res) &&
                    res->err != NULL && strstr(res->err, "Invalid job id") != NULL) {
-            char text[160];
-            snprintf(text, sizeof text, "slurm job %lld vanished: neither squeue nor scontrol"
-                                        " knows it", (long long)call->job);
+            char text[160], job[48];
+            slurm_job_text(r, job, sizeof job);
+            snprintf(text, sizeof text, "slurm job %s vanished: neither squeue nor scontrol"
+                                        " knows it", job);
             slurm_failed(d, r, "lost", CORE_OUTCOME_LOST, text);
         }
         free(why);
@@ -749,11 +381,11 @@ static void slurm_scontrol_done(void *arg, const struct cmd_result *res)
 
 static void slurm_scontrol(struct daemon *d, struct run *r)
 {
-    char job[24], *err = NULL;
-    snprintf(job, sizeof job, "%lld", (long long)r->job_id);
+    char job[48], *err = NULL;
+    slurm_job_text(r, job, sizeof job);
     char *argv[] = {"scontrol", "show", "job", "-o", job, NULL};
     struct slurm_call *call = xcalloc(1, sizeof *call);
-    *call = (struct slurm_call){d, r->task, r->attempt, r->job_id};
+    *call = (struct slurm_call){d, r->task, r->attempt, r->job_id, r->array_task, 0};
     struct cmd_opts opts = {.timeout_ms = SLURM_CMD_TIMEOUT_MS};
     if (cmd_start(d->base, argv, &opts, slurm_scontrol_done, call, &err) < 0) {
         free(err);
@@ -761,7 +393,7 @@ static void slurm_scontrol(struct daemon *d, struct run *r)
         return;
     }
     d->slurm->scontrols++;
-    d->slurm->calls[CALL_SCONTROL]++;
+    d->slurm->calls[SLURM_CALL_SCONTROL]++;
 }
 
 /* With the comment field, each line is "ID|STATE|REASON|EXIT|COMMENT|": the attempts a crash
@@ -782,13 +414,15 @@ static void slurm_find_orphans(struct daemon *d, const char *out)
         for (struct run *r = d->runs; field != NULL && job > 0 && r; r = r->next) {
             if (!r->slurm || r->job_id > 0 || r->submitting)
                 continue;
-            int n = snprintf(tag, sizeof tag, "drover:%lld.%d:%s|", (long long)r->task,
-                             r->attempt, d->slurm->home_tag);
+            int n = r->group != 0 ? snprintf(tag, sizeof tag, "drover:A%lld.1:%s|",
+                                             (long long)r->group, d->slurm->home_tag)
+                                  : snprintf(tag, sizeof tag, "drover:%lld.%d:%s|",
+                                             (long long)r->task, r->attempt, d->slurm->home_tag);
             if ((size_t)(field - line) + (size_t)n > len || strncmp(field, tag, (size_t)n) != 0)
                 continue;
-            char id[24];
+            char id[48];
             r->job_id = job;
-            snprintf(id, sizeof id, "%lld", job);
+            slurm_job_text(r, id, sizeof id);
             store_begin(d->store);
             if (store_attempt_slurm_job(d->store, r->task, r->attempt, id) < 0 ||
                 store_commit(d->store) < 0)
@@ -831,7 +465,7 @@ static void slurm_polled(void *arg, const struct cmd_result *res)
             }
             continue;
         }
-        const struct slurm_job_info *j = slurm_jobs_find(jobs, r->job_id, SLURM_NO_TASK);
+        const struct slurm_job_info *j = slurm_jobs_find(jobs, r->job_id, r->array_task);
         if (j == NULL) {
             if (sb->scontrols < SLURM_SCONTROL_AT_ONCE)
                 slurm_scontrol(d, r);
@@ -888,7 +522,7 @@ static void slurm_poll_start(struct daemon *d)
     }
     sb->polling = true;
     sb->with_comments = orphans;
-    sb->calls[CALL_SQUEUE]++;
+    sb->calls[SLURM_CALL_SQUEUE]++;
 }
 
 static void slurm_on_timer(evutil_socket_t fd, short what, void *arg)
@@ -904,9 +538,23 @@ void slurm_adopt(struct daemon *d, int64_t task, int attempt, core_time start,
                  const char *run_dir, const struct core_placement *pl)
 {
     struct run *r = run_add(d, task, attempt, 0, false, xstrdup(run_dir), start, pl);
-    char *job = store_attempt_slurm_job_of(d->store, task, attempt);
+    char *job = store_attempt_slurm_job_of(d->store, task, attempt), *end = NULL;
     r->slurm = true;
-    r->job_id = job ? strtoll(job, NULL, 10) : 0;
+    r->array_task = SLURM_NO_TASK;
+    r->job_id = job ? strtoll(job, &end, 10) : 0;
+    if (end != NULL && *end == '_')
+        r->array_task = strtoll(end + 1, NULL, 10);
+    if (job == NULL) {
+        /* Lost between sbatch and its record: found by its comment — an array's first
+         * attempts by the array's (slurm-submit.c). */
+        json_t *info = store_task_exec_info(d->store, task);
+        json_int_t array = json_integer_value(json_object_get(info, "array_id"));
+        if (attempt == 1 && array != 0) {
+            r->group = array;
+            r->array_task = json_integer_value(json_object_get(info, "array_index"));
+        }
+        json_decref(info);
+    }
     free(job);
     if (d->slurm != NULL)
         slurm_schedule_poll(d);
@@ -926,37 +574,6 @@ char *slurm_refusal(struct daemon *d)
     strftime(when, sizeof when, "%H:%M:%S", localtime_r(&t, &tm));
     return xasprintf("slurm is unreachable since %s (%s); not submitted", when,
                      sb->down_error ? sb->down_error : "no answer");
-}
-
-int slurm_check_request(struct daemon *d, json_t *task, char *why, size_t len)
-{
-    if (d->slurm == NULL)
-        return 0;
-    char *err = NULL, **argv = NULL;
-    json_t *info = json_pack("{s:O?,s:O?,s:O?,s:O?,s:O?,s:O?,s:O?}", "name",
-                             json_object_get(task, "name"), "gpus", json_object_get(task, "gpus"),
-                             "gpu_type", json_object_get(task, "gpu_type"), "cpus",
-                             json_object_get(task, "cpus"), "mem", json_object_get(task, "mem"),
-                             "timeout_ms", json_object_get(task, "timeout_ms"), "workdir",
-                             json_object_get(task, "workdir"));
-    if (info == NULL)
-        info = json_object();
-    if (json_object_get(info, "workdir") == NULL)
-        json_object_set_new(info, "workdir", json_string("/"));
-    char *run_dir = xasprintf("%s/runs/1/1", d->cfg.shared_dir);
-    char *script = xasprintf("%s/job.sh", run_dir);
-    argv = slurm_argv(d, info, 1, 1, run_dir, script, NULL, &err);
-    int rc = 0;
-    if (argv == NULL) {
-        snprintf(why, len, "%s", err);
-        rc = -1;
-    }
-    slurm_argv_free(argv);
-    free(err);
-    free(run_dir);
-    free(script);
-    json_decref(info);
-    return rc;
 }
 
 int slurm_backend_start(struct daemon *d, char **err)
@@ -1035,8 +652,8 @@ void slurm_gpus_json(struct daemon *d, json_t *o)
         o, "slurm",
         json_pack("{s:b,s:s?,s:o,s:I,s:{s:I,s:I,s:I,s:I}}", "up", !sb->down, "error",
                   sb->down_error, "down_since", since, "tracked", (json_int_t)tracked, "calls",
-                  "sbatch", (json_int_t)sb->calls[CALL_SBATCH], "squeue",
-                  (json_int_t)sb->calls[CALL_SQUEUE], "scontrol",
-                  (json_int_t)sb->calls[CALL_SCONTROL], "scancel",
-                  (json_int_t)sb->calls[CALL_SCANCEL]));
+                  "sbatch", (json_int_t)sb->calls[SLURM_CALL_SBATCH], "squeue",
+                  (json_int_t)sb->calls[SLURM_CALL_SQUEUE], "scontrol",
+                  (json_int_t)sb->calls[SLURM_CALL_SCONTROL], "scancel",
+                  (json_int_t)sb->calls[SLURM_CALL_SCANCEL]));
 }

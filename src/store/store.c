@@ -41,7 +41,8 @@ static const char *const store_sql[Q_NQUERIES] = {
         " exit_code = ?5, signal = ?6, outcome = ?7, reason = ?8 WHERE task_id = ?1 AND n = ?2",
     [Q_EXEC_INFO] =
         "SELECT t.command, e.json, t.workdir, t.timeout_ms, t.array_index, t.stall_ms, t.uid,"
-        " t.user, t.name, t.gpus, t.gpu_type, t.cpus, t.mem FROM tasks t"
+        " t.user, t.name, t.gpus, t.gpu_type, t.cpus, t.mem, t.array_id, t.array_limit"
+        " FROM tasks t"
         " JOIN envs e ON e.id = t.env_id WHERE t.id = ?1",
     [Q_SPEC] =
         "SELECT priority, submit_time, gpus, gpu_mem, cpus, mem, timeout_ms, retries, backoff,"
@@ -510,6 +511,8 @@ json_t *store_task_exec_info(struct store *st, int64_t id)
                                 json_string((const char *)sqlite3_column_text(s, 10)));
         json_object_set_new(info, "cpus", json_integer(sqlite3_column_int64(s, 11)));
         json_object_set_new(info, "mem", json_integer(sqlite3_column_int64(s, 12)));
+        json_object_set_new(info, "array_id", json_integer(sqlite3_column_int64(s, 13)));
+        json_object_set_new(info, "array_limit", json_integer(sqlite3_column_int64(s, 14)));
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
