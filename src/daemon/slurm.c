@@ -233,7 +233,9 @@ static void slurm_finish(struct daemon *d, struct run *r, const struct slurm_job
     default: /* FAILED, OUT_OF_MEMORY */
         e->outcome = "failed";
         outcome = e->signal > 0 ? CORE_OUTCOME_SIGNAL : CORE_OUTCOME_EXIT_CODE;
-        if (slurm_marker(r->run_dir, "exec_error", text, sizeof text)) {
+        if (slurm_marker(r->run_dir, "exec_error", text, sizeof text) &&
+            strncmp(text, "chdir ", 6) != 0) {
+            /* (A workdir a node cannot enter may be that node's mount: retried, not this.) */
             e->outcome = "exec_error";
             snprintf(e->reason, sizeof e->reason, "cannot execute: %s", text);
             outcome = CORE_OUTCOME_EXEC_ERROR;
