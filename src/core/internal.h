@@ -113,6 +113,7 @@ struct core {
     struct core_run *running;     /* every attempt running, cancelled ones included; the most
                                    * recently started first */
     size_t nrunning;
+    struct core_run *slurm_running; /* Slurm attempts (claiming nothing here), unordered */
     size_t counts[TASK_NSTATES];
     core_time now;                /* the latest time seen: a clock stepping back is ignored */
     core_time ready_clock;        /* the latest ready_time handed out */

@@ -578,6 +578,8 @@ char *slurm_refusal(struct daemon *d)
                      sb->down_error ? sb->down_error : "no answer");
 }
 
+static bool slurm_in_path(const char *name);
+
 int slurm_backend_start(struct daemon *d, char **err)
 {
     if (d->cfg.shared_dir == NULL)
@@ -624,7 +626,37 @@ int slurm_backend_start(struct daemon *d, char **err)
     sb->interval_ms = d->cfg.slurm_poll_ms;
     sb->timer = evtimer_new(d->base, slurm_on_timer, d);
     d->slurm = sb;
+    /* Slurm's commands not installed: the backend starts down and says why (submissions to it
+     * are refused), and the poll finds them once they are. */
+    static const char *const commands[] = {"sbatch", "squeue", "scontrol", "scancel"};
+    for (size_t i = 0; i < 4; i++) {
+        if (!slurm_in_path(commands[i])) {
+            char *why = xasprintf("%s: not found in PATH (%s)", commands[i],
+                                  getenv("PATH") ? getenv("PATH") : "");
+            slurm_set_up(d, false, why);
+            free(why);
+            slurm_arm(d, sb->interval_ms);
+            break;
+        }
+    }
     return 0;
+}
+
+static bool slurm_in_path(const char *name)
+{
+    const char *path = getenv("PATH");
+    if (path == NULL)
+        path = "/usr/bin:/bin";
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        char *file = xasprintf("%.*s/%s", (int)(n ? n : 1), n ? path : ".", name);
+        bool found = access(file, X_OK) == 0;
+        free(file);
+        if (found)
+            return true;
+        path += n + (path[n] == ':');
+    }
+    return false;
 }
 
 void slurm_backend_stop(struct daemon *d)

@@ -497,6 +497,45 @@ static void test_null_err(void **state)
     slurm_argv_free(NULL);
 }
 
+/* slurm-args: words as a shell splits them, with nothing expanded. */
+static void test_split_words(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        const char *words[6];
+    } cases[] = {
+        {"", {NULL}},
+        {"   \t ", {NULL}},
+        {"--nice=10", {"--nice=10", NULL}},
+        {"  --nice=10   --exclusive ", {"--nice=10", "--exclusive", NULL}},
+        {"--constraint='a100&nvlink'", {"--constraint=a100&nvlink", NULL}},
+        {"--comment=\"two words\" x", {"--comment=two words", "x", NULL}},
+        {"a\\ b 'c\\d' \"e\\\"f\"", {"a b", "c\\d", "e\"f", NULL}},
+        {"$HOME `id` *", {"$HOME", "`id`", "*", NULL}},
+        {"''", {"", NULL}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char **words = NULL, *err = NULL;
+        assert_int_equal(slurm_split_words(cases[c].text, &words, &err), 0);
+        size_t i = 0;
+        for (; cases[c].words[i] != NULL; i++) {
+            assert_non_null(words[i]);
+            assert_string_equal(words[i], cases[c].words[i]);
+        }
+        assert_null(words[i]);
+        slurm_argv_free(words);
+    }
+    char **words = (char **)1, *err = NULL;
+    assert_int_equal(slurm_split_words("--comment='open", &words, &err), -1);
+    assert_null(words);
+    assert_string_equal(err, "unterminated ' quote");
+    free(err);
+    assert_int_equal(slurm_split_words("a \"b", &words, &err), -1);
+    assert_string_equal(err, "unterminated \" quote");
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_reserved_extra_args),
         cmocka_unit_test(test_null_err),
+        cmocka_unit_test(test_split_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
