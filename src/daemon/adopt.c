@@ -157,15 +157,7 @@ static void finish(struct daemon *d, struct run *r, int64_t task, int attempt,
 static void finish_run(struct daemon *d, struct run *r)
 {
     finish(d, r, r->task, r->attempt, r->run_dir);
-    for (struct run **p = &d->runs; *p; p = &(*p)->next) {
-        if (*p == r) {
-            *p = r->next;
-            break;
-        }
-    }
-    exp_run_free(r);
-    free(r->run_dir);
-    free(r);
+    run_remove(d, r);
 }
 
 /* After attempts ended: schedule into the freed capacity at once, so that the ends and the

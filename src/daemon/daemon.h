@@ -206,6 +206,8 @@ void daemon_start_zygote(struct daemon *d);
 /* Tracks a running attempt; takes ownership of run_dir. */
 struct run *run_add(struct daemon *d, int64_t task, int attempt, pid_t pid, bool child,
                     char *run_dir, core_time start, const struct core_placement *placement);
+/* Stops tracking r and frees it. */
+void run_remove(struct daemon *d, struct run *r);
 void daemon_poll_adopted(struct daemon *d);
 /* The store, the tasks and users see GPUs by the machine's index (NVML's, CUDA's); core by their
  * position in the inventory, which differs when drover has only some of the GPUs. */

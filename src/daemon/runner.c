@@ -253,6 +253,19 @@ struct run *run_add(struct daemon *d, int64_t task, int attempt, pid_t pid, bool
     return r;
 }
 
+void run_remove(struct daemon *d, struct run *r)
+{
+    for (struct run **p = &d->runs; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    }
+    exp_run_free(r);
+    free(r->run_dir);
+    free(r);
+}
+
 /* The attempt could not start. For want of room (error ENOSPC, EDQUOT) that is the machine's
  * doing, not the task's: the attempt is forgotten, uses no retry, and the task waits, queued,
  * for the disk (daemon/disk.c drains core meanwhile). */

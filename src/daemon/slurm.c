@@ -173,19 +173,6 @@ static struct attempt_end *slurm_end_new(struct daemon *d, struct run *r)
     return e;
 }
 
-static void slurm_run_free(struct daemon *d, struct run *r)
-{
-    for (struct run **p = &d->runs; *p; p = &(*p)->next) {
-        if (*p == r) {
-            *p = r->next;
-            break;
-        }
-    }
-    exp_run_free(r);
-    free(r->run_dir);
-    free(r);
-}
-
 /* The job ended as Slurm says: the attempt's end, and core's outcome. */
 static void slurm_finish(struct daemon *d, struct run *r, const struct slurm_job_info *j)
 {
@@ -250,7 +237,7 @@ static void slurm_finish(struct daemon *d, struct run *r, const struct slurm_job
     }
     free(why);
     core_attempt_exited(d->core, r->task, outcome, e->end, &d->acts);
-    slurm_run_free(d, r);
+    run_remove(d, r);
 }
 
 /* An attempt that never reached Slurm: forgotten, queued again, no retry used. */
@@ -261,7 +248,7 @@ void slurm_not_started(struct daemon *d, struct run *r, const char *why)
     e->discard = true;
     snprintf(e->reason, sizeof e->reason, "could not start: %s", why);
     core_attempt_exited(d->core, r->task, CORE_OUTCOME_NOT_STARTED, e->end, &d->acts);
-    slurm_run_free(d, r);
+    run_remove(d, r);
 }
 
 /* An attempt Slurm refused, or that vanished: it failed (exec_error is never retried). */
@@ -272,7 +259,7 @@ void slurm_failed(struct daemon *d, struct run *r, const char *outcome_name,
     e->outcome = outcome_name;
     snprintf(e->reason, sizeof e->reason, "%s", why);
     core_attempt_exited(d->core, r->task, outcome, e->end, &d->acts);
-    slurm_run_free(d, r);
+    run_remove(d, r);
 }
 
 /* ---- submitting ------------------------------------------------------------------------------ */
