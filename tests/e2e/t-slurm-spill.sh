@@ -42,4 +42,22 @@ t "spill = never: --on slurm --gpus 6 still goes to Slurm"
 id=$(drover submit --on slurm --gpus 6 -- true)
 task_ends "$id" succeeded 60
 expect_eq "$(field_of "$id" '["backend"]')" slurm "backend"
+
+t "spill = after 2s (after a restart): a task kept waiting here goes to Slurm"
+pid=$(cat "$DROVER_HOME/daemon.lock")
+drover shutdown >/dev/null
+wait_until 20 daemon_gone
+sed -i 's/^spill = never$/spill = after 2s/' "$DROVER_HOME/drover.conf"
+hog=$(drover submit --gpus 2 -- sh -c "while [ ! -f $TMP/hog.stop ]; do sleep 0.1; done")
+hog_runs() { [ "$(state_of "$hog")" = running ]; }
+wait_until 30 hog_runs
+waiter=$(drover submit --gpus 1 -- true)
+expect_eq "$(field_of "$waiter" '["backend"]')" local "backend of a task that fits, when submitted"
+task_ends "$waiter" succeeded 60
+expect_eq "$(field_of "$waiter" '["backend"]')" slurm "backend after waiting 2 s here"
+[[ $(slurm_job_of "$waiter") =~ ^[0-9]+$ ]] || fail "slurm_job of the spilled task: $(slurm_job_of "$waiter")"
+expect_eq "$(state_of "$hog")" running "the task holding this machine's GPUs"
+touch "$TMP/hog.stop"
+task_ends "$hog" succeeded 30
+expect_eq "$(field_of "$hog" '["backend"]')" local "backend of the task that ran here"
 done_testing

@@ -875,9 +875,63 @@ static void test_release_waits_for_last_try(void **state)
     teardown(&f);
 }
 
+/* ---- spill = after DURATION ------------------------------------------------------------------ */
+
+/* A local task queued spill_after_ms without starting goes to Slurm at the next pass, in the
+ * order tasks became ready; one that started here first, or while Slurm is down, does not. */
+static void test_spill_after(void **state)
+{
+    (void)state;
+    struct fixture f;
+    struct core_policy policy = core_policy_default();
+    policy.slurm = true;
+    policy.spill = CORE_SPILL_AFTER;
+    policy.spill_after_ms = 1000;
+    fixture_setup(&f, 1, 0, &policy);
+    struct core_task_spec one = task(1, LOCAL, 1), two = task(2, LOCAL, 1),
+                          three = task(3, LOCAL, 1), four = task(4, LOCAL, 1);
+    core_actions_clear(&f.out);
+    assert_int_equal(core_submit(f.core, &one, 0, &f.out), 0);
+    assert_int_equal(core_submit(f.core, &two, 0, &f.out), 0);
+    schedule(&f, 0);
+    want_n(&f, 1);
+    want_start(&f, 0, 1, 1, LOCAL); /* 2 waits for the one GPU */
+    assert_int_equal(core_next_wakeup(f.core), 1000);
+    core_actions_clear(&f.out);
+    assert_int_equal(core_submit(f.core, &three, 600, &f.out), 0);
+    schedule(&f, 999);
+    want_n(&f, 0);
+    schedule(&f, 1000);
+    want_n(&f, 1);
+    want_start(&f, 0, 2, 1, SLURM); /* 2 went to Slurm; 3 is not due yet */
+    assert_int_equal(core_next_wakeup(f.core), 1600);
+    /* 3 gets the GPU before its time: it is not spilled, and nothing else is due. */
+    exited(&f, 1, CORE_OUTCOME_SUCCESS, 1200);
+    schedule(&f, 1200);
+    want_n(&f, 1);
+    want_start(&f, 0, 3, 1, LOCAL);
+    assert_int_equal(core_next_wakeup(f.core), CORE_TIME_NEVER);
+    schedule(&f, 5000);
+    want_n(&f, 0);
+    /* While Slurm does not answer nothing spills, and no wakeup is asked for it. */
+    core_set_slurm_up(f.core, false);
+    core_actions_clear(&f.out);
+    assert_int_equal(core_submit(f.core, &four, 5000, &f.out), 0);
+    assert_int_equal(core_next_wakeup(f.core), CORE_TIME_NEVER);
+    schedule(&f, 9000);
+    want_n(&f, 0);
+    core_set_slurm_up(f.core, true);
+    assert_int_equal(core_next_wakeup(f.core), 6000);
+    schedule(&f, 9000);
+    want_n(&f, 1);
+    want_start(&f, 0, 4, 1, SLURM);
+    teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spill_after),
         cmocka_unit_test(test_choose_backend),
         cmocka_unit_test(test_slurm_starts_on_full_machine),
         cmocka_unit_test(test_array_limit),
