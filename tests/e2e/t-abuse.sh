@@ -87,7 +87,9 @@ ls_answers "after the wait flood"
 
 t "a wait's client that leaves is still noticed (the deferred connection is read)"
 fds() { ls "/proc/$PID/fd" | wc -l; }
-fds_are() { [ "$(fds)" -eq "$1" ]; }
+# At most as many as before: another descriptor open at that moment (a client's connection
+# being closed, a log) may be gone since.
+fds_are() { [ "$(fds)" -le "$1" ]; }
 fd0=$(fds)
 python3 - "$SOCK" "$held" "$W/waiting" <<'PY'
 import json, os, socket, struct, sys, time
