@@ -55,11 +55,11 @@ static void ls_command(const json_t *cmd, char *buf, size_t len)
  * the keys of the ls --json objects), so that the daemon's column order is no contract. */
 enum ls_field {
     LS_ID, LS_NAME, LS_STATE, LS_PRIORITY, LS_GPUS_ASKED, LS_ATTEMPTS, LS_EXIT_CODE, LS_START,
-    LS_END, LS_COMMAND, LS_GPUS, LS_USER, LS_SLURM_JOB, LS_SLURM_STATE, LS_NFIELDS
+    LS_END, LS_COMMAND, LS_GPUS, LS_USER, LS_SLURM_JOB, LS_SLURM_STATE, LS_WHY, LS_NFIELDS
 };
 static const char *const ls_keys[LS_NFIELDS] = {
     "id", "name", "state", "priority", "request.gpus", "attempts", "exit_code", "start_time",
-    "attempt_end_time", "command", "gpus", "user", "slurm_job", "slurm_state",
+    "attempt_end_time", "command", "gpus", "user", "slurm_job", "slurm_state", "why",
 };
 
 /* Fills at[] with each field's index in columns. Returns 0, or -1 naming the missing one. */
@@ -90,6 +90,7 @@ static void ls_row(struct table *t, const json_t *row, const size_t at[LS_NFIELD
                    long long now)
 {
     char id[24], pri[16], att[16], exit_code[16] = "-", gpus[64], when[32] = "-", command[64];
+    char why[48] = "-";
     const char *state = json_string_value(json_array_get(row, at[LS_STATE]));
     const char *name = json_string_value(json_array_get(row, at[LS_NAME]));
     if (state == NULL)
@@ -116,8 +117,17 @@ static void ls_row(struct table *t, const json_t *row, const size_t at[LS_NFIELD
         state = "queued";
     ls_command(json_array_get(row, at[LS_COMMAND]), command, sizeof command);
     const char *user = json_string_value(json_array_get(row, at[LS_USER]));
+    /* Why a task that has not started waits, cut to a column's width (`show` has it whole). */
+    const char *reason = json_string_value(json_array_get(row, at[LS_WHY]));
+    if (reason != NULL && slurm_state == NULL) {
+        snprintf(why, sizeof why, "%s", reason);
+        if (strlen(reason) >= sizeof why)
+            strcpy(why + sizeof why - 4, "...");
+    } else if (slurm_state != NULL && strcmp(state, "queued") == 0) {
+        snprintf(why, sizeof why, "slurm: %s", slurm_state);
+    }
     const char *cells[] = {id, name ? name : "-", state, user ? user : "?", pri, gpus, att,
-                           exit_code, when, command};
+                           exit_code, when, why, command};
     table_add(t, cells, out_state_color(state));
 }
 
@@ -154,7 +164,7 @@ static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
         out_json(tasks);
     } else {
         static const char *const head[] = {"ID", "NAME", "STATE", "USER", "PRI", "GPUS",
-                                           "ATT", "EXIT", "TIME", "COMMAND"};
+                                           "ATT", "EXIT", "TIME", "REASON", "COMMAND"};
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -163,7 +173,7 @@ static int ls_exec(const struct cmd_entry *cmd, struct cmd_args *args)
             json_decref(reply);
             return EXIT_FAILED;
         }
-        struct table *t = table_new(10, head);
+        struct table *t = table_new(11, head);
         json_array_foreach(tasks, i, task)
             ls_row(t, task, at, now);
         table_print(t, stdout);

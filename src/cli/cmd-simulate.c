@@ -23,6 +23,8 @@ static const struct cmd_opt simulate_opts[] = {
     {"whole-gpus", 0, false, false, "give a job that asks for a fraction of a GPU whole GPUs"},
     {"skip-bad-rows", 0, false, false, "count and skip rows that cannot be read"},
     {"schedule-out", 'o', true, false, "write job_id,submit,start,end,node,gpus rows to FILE"},
+    {"why", 0, true, false,
+     "print, each time it changes, why job ID waits (seconds, job, reason) to stderr"},
     {"fair-share", 0, true, false, "on or off: fair share between users (default: on for "
                                    "drover, off for fifo and backfill)"},
     {"users", 0, true, false, "assign N synthetic users (user1..userN) to the jobs"},
@@ -303,6 +305,8 @@ static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
     config.use_types = machine.from_list;
     config.use_host = machine.from_list;
     config.schedule_out = out;
+    config.why_job = cmd_opt(cmd, args, "why");
+    config.why_out = stderr;
     if (sim_run(&config, &result, &err) == -1) {
         fprintf(stderr, "drover simulate: %s\n", err);
         rc = EXIT_FAILED;
@@ -339,7 +343,7 @@ const struct cmd_entry cmd_simulate = {
     .name = "simulate",
     .usage = "simulate --trace FILE (--cluster NxG[:MEM] | --nodes FILE) [--format F] "
              "[--policy fifo|backfill|drover] [--limits none|exact|xF] [--whole-gpus] "
-             "[--skip-bad-rows] [--schedule-out FILE] [--fair-share on|off] "
+             "[--skip-bad-rows] [--schedule-out FILE] [--why JOB] [--fair-share on|off] "
              "[--users N [--heavy-user-share F] [--seed S]] [--json]",
     .summary = "replay a GPU-cluster trace through the scheduler and measure the schedule",
     .opts = simulate_opts,

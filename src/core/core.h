@@ -384,11 +384,49 @@ struct core_user_info {
  * v[0..max); returns how many there are (may be more than max). Changes nothing. */
 size_t core_users(const struct core *core, core_time now, struct core_user_info *v, size_t max);
 
-/* Why a live queued task is not starting, when core knows something the driver can show:
- * "user limit: 4 GPUs in use", "user limit: 2 tasks running", "slurm is not answering".
- * Returns 0 with the reason in
- * why[0..len), or -1 (no such reason: it waits for room, or is not queued). */
-int core_task_why(const struct core *core, int64_t id, char *why, size_t len);
+/* ---- why a task waits (core/why.c) -------------------------------------------------------- */
+
+/* The first thing that keeps a live task from starting, as a pass would see it now. Computed
+ * on demand (a pass that only looks, O(queue) for any number of tasks asked about at once),
+ * never stored. */
+enum core_wait {
+    CORE_WAIT_NONE,        /* not waiting: running, ended, or not live */
+    CORE_WAIT_HELD,
+    CORE_WAIT_DEPENDENCY,  /* task: the first dependency not yet ended; state: its state */
+    CORE_WAIT_BACKOFF,     /* until: when its retry is queued */
+    CORE_WAIT_DRAINED,     /* the daemon is draining: nothing new starts */
+    CORE_WAIT_SLURM,       /* a Slurm task, and Slurm is not answering */
+    CORE_WAIT_USER_LIMIT,  /* its owner is at a limit (text says which) */
+    CORE_WAIT_ARRAY_LIMIT, /* its array's %K are running */
+    CORE_WAIT_NO_TYPE,     /* no GPU here is of a type it may run on */
+    CORE_WAIT_RESOURCES,   /* what it needs is not free now (text: what is where) */
+    CORE_WAIT_RESERVED,    /* it fits, but backfill keeps the room for task (the head) */
+    CORE_WAIT_ORDER,       /* strict order: behind task, which does not fit */
+    CORE_WAIT_SCAN,        /* past the pass's scan bound (max_scan) */
+    CORE_WAIT_NEXT_PASS,   /* nothing: the next pass starts it */
+};
+
+#define CORE_WAIT_TEXT 320
+struct core_why {
+    enum core_wait wait;
+    int64_t task;          /* DEPENDENCY, RESERVED, ORDER */
+    int state;             /* DEPENDENCY: the dependency's state */
+    core_time until;       /* BACKOFF */
+    /* One line for people, whole but for BACKOFF's time, which the driver writes in its own
+     * clock ("retry backoff"; the daemon adds "until 14:03:05"): "held", "dependency 12
+     * running", "user limit: 4 GPUs in use", "array limit: 2 of 2 running", "needs 2 GPUs with
+     * 10G free: GPU0 6G free (claimed by 3, 4), GPU1 busy", "no GPU of its type", "reserved for
+     * task 7 (backfill)", "drained", "slurm is not answering". */
+    char text[CORE_WAIT_TEXT];
+};
+
+/* Fills out[i] for ids[i], i < n, as of now. Changes nothing the scheduler decides by. */
+void core_why(struct core *core, const int64_t *ids, size_t n, core_time now,
+              struct core_why *out);
+
+/* The reason alone for one queued task, as core_why words it: 0 with it in why[0..len), or -1
+ * (not queued, or nothing keeps it waiting). */
+int core_task_why(struct core *core, int64_t id, char *why, size_t len);
 
 /* 2^-x for x >= 0, in libc arithmetic only (core links no libm); exposed for the tests. */
 double core_decay(double x);

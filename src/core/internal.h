@@ -174,12 +174,39 @@ void core_users_free(struct core *core);
 struct core_queue *core_task_queue(struct core *core, const struct core_task *t);
 /* An attempt of t starts holding (delta 1) or stops holding (delta -1) its GPUs, from `at`. */
 void core_user_track(struct core *core, const struct core_task *t, core_time at, int delta);
+/* The words for that limit: "user limit: 4 GPUs in use", "user limit: 2 tasks running". */
+void core_user_why(const struct core_task *t, char *why, size_t len);
 /* Whether t's user is at a limit that keeps t from starting now. */
 bool core_user_blocked(const struct core_task *t);
 /* The ready tasks in pass order (fair share across users, each user's own order within). The
  * caller may remove the task last returned (and only that one). */
 void core_ready_start(struct core *core, core_time now);
 struct core_task *core_ready_next(struct core *core);
+
+/* sched.c: a pass that only looks (core/why.c). */
+enum core_look_verdict {
+    CORE_LOOK_FITS,        /* it would start now (a real pass has not run since it could) */
+    CORE_LOOK_ARRAY_FULL,
+    CORE_LOOK_USER_LIMIT,
+    CORE_LOOK_NO_FIT,      /* no room for its shape now */
+    CORE_LOOK_RESERVED,    /* it fits, but would delay the head's reservation (backfill) */
+};
+enum core_look_stop {
+    CORE_LOOK_STOP_NONE,
+    CORE_LOOK_STOP_FULL,   /* no capacity left: the tasks after were not examined */
+    CORE_LOOK_STOP_SCAN,   /* the scan bound (max_scan) */
+    CORE_LOOK_STOP_ORDER,  /* strict order: everything behind the first that does not fit */
+};
+struct core_look {
+    void (*note)(void *arg, const struct core_task *t, enum core_look_verdict v,
+                 const struct core_task *head);
+    void *arg;
+    enum core_look_stop stop;  /* filled: why the pass ended before the last task */
+    int64_t head;              /* filled: the first task that did not fit (0: none) */
+};
+/* Runs the pass's logic over the ready tasks without starting any (backoffs and drains are the
+ * caller's to see). */
+void core_schedule_look(struct core *core, core_time now, struct core_look *look);
 
 /* backend.c */
 /* spill = after: t just became queued here (its ready_time set). */

@@ -57,6 +57,10 @@ struct sched_pass {
     struct core *core;
     core_time now;
     struct core_actions *out;
+    /* A pass that only looks (core_why: core/why.c): nothing starts, and each task examined is
+     * told to look->note with the verdict a real pass would give it now. */
+    struct core_look *look;
+    const struct core_task *head;
     struct sched_shapes no_fit;   /* does not fit now */
     struct sched_shapes no_room;  /* fits now, but not beside the head's reservation */
     bool blocked;                 /* the head has been met */
@@ -268,6 +272,13 @@ static bool sched_array_full(const struct core *core, const struct core_task *t)
 }
 
 /* Looks at one ready task, in order. Returns false to end the pass. */
+static void sched_note(struct sched_pass *p, const struct core_task *t, enum core_look_verdict v)
+{
+    if (p->look != NULL)
+        p->look->note(p->look->arg, t, v, p->head);
+}
+
+/* Looks at one ready task, in order. Returns false to end the pass. */
 static bool sched_consider(struct sched_pass *p, struct core_task *t)
 {
     struct core *core = p->core;
@@ -276,23 +287,35 @@ static bool sched_consider(struct sched_pass *p, struct core_task *t)
     if (sched_array_full(core, t) || core_user_blocked(t) ||
         sched_shape_seen(&p->no_fit, &t->req)) {
         p->examined++;
+        sched_note(p, t, sched_array_full(core, t) ? CORE_LOOK_ARRAY_FULL
+                         : core_user_blocked(t)    ? CORE_LOOK_USER_LIMIT
+                                                   : CORE_LOOK_NO_FIT);
         return true;
     }
     if (p->blocked)
         p->examined++;
     if (!core_place_fit(&core->place, &t->req, policy->best_fit, NULL, &pl)) {
-        if (policy->strict_order || !policy->backfill)
+        sched_note(p, t, CORE_LOOK_NO_FIT);
+        if (policy->strict_order || !policy->backfill) {
+            p->head = t;
             return false;
+        }
         sched_shape_add(&p->no_fit, &t->req);
         if (!p->blocked) {
             p->blocked = true;
+            p->head = t;
             sched_reserve(p, t);
         }
         return true;
     }
-    if (p->blocked && p->reserved && !sched_backfill(p, t, &pl))
+    if (p->blocked && p->reserved && !sched_backfill(p, t, &pl)) {
+        sched_note(p, t, CORE_LOOK_RESERVED);
         return true;
-    core_attempt_start(core, t, &pl, p->now, p->out);
+    }
+    if (p->look != NULL)
+        sched_note(p, t, CORE_LOOK_FITS);
+    else
+        core_attempt_start(core, t, &pl, p->now, p->out);
     return true;
 }
 
@@ -305,6 +328,32 @@ static void sched_backoffs(struct core *core, struct core_actions *out)
     }
 }
 
+/* The pass's loop, for a real pass and a look alike. Returns why it ended early. */
+static enum core_look_stop sched_loop(struct sched_pass *p)
+{
+    struct core *core = p->core;
+    int max_scan = core->policy.max_scan;
+    core_ready_start(core, p->now);
+    struct core_task *t;
+    while ((t = core_ready_next(core)) != NULL) {
+        if (!core_place_open(&core->place))
+            return CORE_LOOK_STOP_FULL;
+        if (max_scan > 0 && p->examined >= max_scan)
+            return CORE_LOOK_STOP_SCAN;
+        if (!sched_consider(p, t))
+            return CORE_LOOK_STOP_ORDER;
+    }
+    return CORE_LOOK_STOP_NONE;
+}
+
+void core_schedule_look(struct core *core, core_time now, struct core_look *look)
+{
+    now = core_clock(core, now);
+    struct sched_pass p = {.core = core, .now = now, .look = look, .shadow = CORE_TIME_NEVER};
+    look->stop = sched_loop(&p);
+    look->head = p.head != NULL ? p.head->id : 0;
+}
+
 void core_schedule(struct core *core, core_time now, struct core_actions *out)
 {
     now = core_clock(core, now);
@@ -314,15 +363,5 @@ void core_schedule(struct core *core, core_time now, struct core_actions *out)
     core_spill_due(core, now);
     core_schedule_slurm(core, now, out);
     struct sched_pass p = { .core = core, .now = now, .out = out, .shadow = CORE_TIME_NEVER };
-    int max_scan = core->policy.max_scan;
-    core_ready_start(core, now);
-    struct core_task *t;
-    while ((t = core_ready_next(core)) != NULL) {
-        if (!core_place_open(&core->place))
-            break;
-        if (max_scan > 0 && p.examined >= max_scan)
-            break;
-        if (!sched_consider(&p, t))
-            break;
-    }
+    sched_loop(&p);
 }

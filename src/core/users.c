@@ -336,25 +336,12 @@ size_t core_users(const struct core *core, core_time now, struct core_user_info 
     return n;
 }
 
-int core_task_why(const struct core *core, int64_t id, char *why, size_t len)
+void core_user_why(const struct core_task *t, char *why, size_t len)
 {
-    const struct core_task *t = core_task_get(core, id);
-    if (t != NULL && t->state == TASK_QUEUED && t->backend == CORE_BACKEND_SLURM) {
-        if (!core->slurm_down)
-            return -1;
-        if (why != NULL && len > 0)
-            snprintf(why, len, "slurm is not answering");
-        return 0;
-    }
-    if (t == NULL || t->state != TASK_QUEUED || !core_user_blocked(t))
-        return -1;
     const struct core_user *u = t->owner;
-    if (why == NULL || len == 0)
-        return 0;
     if (u->limits.running > 0 && u->running >= u->limits.running)
         snprintf(why, len, "user limit: %d task%s running", u->running,
                  u->running == 1 ? "" : "s");
     else
         snprintf(why, len, "user limit: %d GPU%s in use", u->gpus, u->gpus == 1 ? "" : "s");
-    return 0;
 }

@@ -241,6 +241,11 @@ int slurm_check_request(struct daemon *d, json_t *task, char *why, size_t len);
 /* The backend's state for the gpus reply and /healthz: {"up", "error", "tracked"}. */
 void slurm_gpus_json(struct daemon *d, json_t *o);
 
+/* daemon/why.c: why each of ids[0..n) waits, as a JSON array of one line each (null for a
+ * task that does not wait): core_why() in words, with a backoff's end in local time and a GPU
+ * type by the task's pattern (task: the task's JSON when at hand, else the store is asked). */
+json_t *daemon_why(struct daemon *d, const int64_t *ids, size_t n, json_t *task);
+
 /* daemon/telemetry.c: GPU sampling, what attempts use, stalls, faults, health, /metrics. */
 int telemetry_start(struct daemon *d, char **err);
 void telemetry_stop(struct daemon *d);

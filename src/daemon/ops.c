@@ -178,6 +178,41 @@ static int ops_owner_filter(struct conn *c, json_t *req, struct store_list_filte
     return 0;
 }
 
+/* Each listed task's "why" (null for one that does not wait), from one look at the queue. */
+static void ops_why_tasks(struct daemon *d, json_t *tasks)
+{
+    size_t n = json_array_size(tasks), i;
+    int64_t *ids = xcalloc(n + 1, sizeof *ids);
+    json_t *t;
+    json_array_foreach(tasks, i, t)
+        ids[i] = json_integer_value(json_object_get(t, "id"));
+    json_t *why = daemon_why(d, ids, n, NULL);
+    json_array_foreach(tasks, i, t)
+        json_object_set(t, "why", json_array_get(why, i));
+    json_decref(why);
+    free(ids);
+}
+
+/* The same for a brief listing: a "why" column. */
+static void ops_why_brief(struct daemon *d, json_t *reply)
+{
+    json_t *columns = json_object_get(reply, "columns"), *rows = json_object_get(reply, "tasks");
+    size_t n = json_array_size(rows), i, at = SIZE_MAX;
+    json_t *c, *row;
+    json_array_foreach(columns, i, c)
+        if (strcmp(json_string_value(c), "id") == 0)
+            at = i;
+    int64_t *ids = xcalloc(n + 1, sizeof *ids);
+    json_array_foreach(rows, i, row)
+        ids[i] = json_integer_value(json_array_get(row, at));
+    json_t *why = daemon_why(d, ids, n, NULL);
+    json_array_append_new(columns, json_string("why"));
+    json_array_foreach(rows, i, row)
+        json_array_append(row, json_array_get(why, i));
+    json_decref(why);
+    free(ids);
+}
+
 static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
 {
     json_t *state = json_object_get(req, "state");
@@ -201,12 +236,15 @@ static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
     f.offset = offset;
     if (brief) { /* {"columns": [...], "tasks": [[...], ...]} */
         json_t *reply = store_list_brief(d->store, &f, daemon_now());
+        ops_why_brief(d, reply);
         json_object_set_new(reply, "ok", json_true());
         return reply;
     }
-    if (limit == 0 && offset == 0)
-        return json_pack("{s:b,s:o}", "ok", 1, "tasks",
-                         store_list_json(d->store, &f, daemon_now()));
+    if (limit == 0 && offset == 0) {
+        json_t *tasks = store_list_json(d->store, &f, daemon_now());
+        ops_why_tasks(d, tasks);
+        return json_pack("{s:b,s:o}", "ok", 1, "tasks", tasks);
+    }
     int64_t total; /* a page: and how many there are in all */
     json_t *page = store_list_page(d->store, &f, daemon_now(), &total);
     return json_pack("{s:b,s:o,s:I}", "ok", 1, "tasks", page, "total", (json_int_t)total);
@@ -231,10 +269,18 @@ static json_t *op_show(struct daemon *d, struct conn *c, json_t *req)
         json_object_set_new(err, "not_found", json_true());
         return err;
     }
-    /* Why a queued task waits, when its owner's limit is the reason (core/users.c). */
-    char why[CORE_WHY_MAX];
-    if (core_task_why(d->core, id, why, sizeof why) == 0)
-        json_object_set_new(task, "reason", json_string(why));
+    /* Why a task that has not started waits (core/why.c), in full. */
+    int64_t one = id;
+    json_t *why = daemon_why(d, &one, 1, task);
+    json_object_set(task, "why", json_array_get(why, 0));
+    /* The reason shown beside a queued or pending task's state is why it waits now; a held or
+     * retrying one keeps how it got there ("attempt 1: exit code 3; retrying in 5s"). */
+    const char *state = json_string_value(json_object_get(task, "state"));
+    if (json_is_string(json_array_get(why, 0)) && state != NULL &&
+        (strcmp(state, "queued") == 0 || strcmp(state, "pending") == 0) &&
+        json_is_null(json_object_get(task, "slurm_state")))
+        json_object_set(task, "reason", json_array_get(why, 0));
+    json_decref(why);
     return json_pack("{s:b,s:o}", "ok", 1, "task", task);
 }
 

@@ -117,6 +117,10 @@ static size_t sim_heap_pop(struct sim_heap *h)
     return top;
 }
 
+struct sim_state;
+static void sim_why(struct sim_state *st, int64_t now);
+static void sim_print_seconds(FILE *fp, int64_t ms);
+
 struct sim_state {
     const struct sim_config *config;
     struct core *core;
@@ -130,6 +134,8 @@ struct sim_state {
     int64_t last_step;
     bool waiting;
     double contended, running_contended;
+    int64_t why_id;          /* --why: the job's core id (index + 1), or 0 */
+    char why_last[CORE_WAIT_TEXT];
 };
 
 static double sim_cpu_seconds(void)
@@ -225,6 +231,31 @@ static void sim_step(struct sim_state *st, int64_t now, size_t *next)
     core_count_states(st->core, counts);
     st->waiting = counts[TASK_QUEUED] > 0;
     st->last_step = now;
+    if (st->why_id != 0)
+        sim_why(st, now);
+}
+
+/* --why: the job's reason, when it changed (after its start, once: "started"). */
+static void sim_why(struct sim_state *st, int64_t now)
+{
+    struct core_why w;
+    core_why(st->core, &st->why_id, 1, now, &w);
+    const struct sim_trace *trace = st->config->trace;
+    /* core names tasks by its ids (index + 1); people know the trace's */
+    if (w.wait == CORE_WAIT_RESERVED && w.task > 0 && (size_t)w.task <= trace->n)
+        snprintf(w.text, sizeof w.text, "reserved for job %s (backfill: it would delay it)",
+                 trace->jobs[w.task - 1].id);
+    else if (w.wait == CORE_WAIT_ORDER && w.task > 0 && (size_t)w.task <= trace->n)
+        snprintf(w.text, sizeof w.text, "behind job %s, which does not fit (strict order)",
+                 trace->jobs[w.task - 1].id);
+    const char *text = w.wait != CORE_WAIT_NONE ? w.text
+                       : st->rec[st->why_id - 1].start >= 0 ? "started"
+                                                            : "";
+    if (text[0] == '\0' || strcmp(text, st->why_last) == 0)
+        return;
+    snprintf(st->why_last, sizeof st->why_last, "%s", text);
+    sim_print_seconds(st->config->why_out, now);
+    fprintf(st->config->why_out, " %s %s\n", st->config->trace->jobs[st->why_id - 1].id, text);
 }
 
 /* Marks the jobs no node could ever run. Returns how many can run. */
@@ -439,6 +470,19 @@ int sim_run(const struct sim_config *config, struct sim_result *result, char **e
     }
     for (size_t i = 0; i < trace->n; i++)
         st.rec[i].start = -1;
+    if (config->why_job != NULL) {
+        for (size_t i = 0; i < trace->n && st.why_id == 0; i++)
+            if (strcmp(trace->jobs[i].id, config->why_job) == 0)
+                st.why_id = (int64_t)i + 1;
+        if (st.why_id == 0) {
+            *err = xasprintf("--why: no job '%s' in the trace", config->why_job);
+            goto out;
+        }
+        if (st.unfit[st.why_id - 1]) {
+            *err = xasprintf("--why: job %s fits no node of this cluster", config->why_job);
+            goto out;
+        }
+    }
 
     size_t next = 0;
     for (;;) {

@@ -49,6 +49,10 @@ struct sim_config {
     bool use_types;                /* honour jobs' GPU types (nodes from a list) */
     bool use_host;                 /* account jobs' CPUs and memory (nodes from a list) */
     FILE *schedule_out;            /* one CSV row per job, or NULL */
+    /* --why JOB: each time the job's wait reason changes (core_why), a line "SECONDS JOB
+     * REASON" to why_out; NULL = none. */
+    const char *why_job;
+    FILE *why_out;
 };
 
 /* One user's figures (jobs that could run). */
