@@ -247,6 +247,7 @@ static json_t *op_ls(struct daemon *d, struct conn *c, json_t *req)
     }
     int64_t total; /* a page: and how many there are in all */
     json_t *page = store_list_page(d->store, &f, daemon_now(), &total);
+    ops_why_tasks(d, page);
     return json_pack("{s:b,s:o,s:I}", "ok", 1, "tasks", page, "total", (json_int_t)total);
 }
 
