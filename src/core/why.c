@@ -310,6 +310,10 @@ void core_why(struct core *core, const int64_t *ids, size_t n, core_time now,
         for (size_t i = 0; i < m; i++) {
             struct core_why *w = &out[keys[i].at];
             const struct core_task *t = core_task_get(core, keys[i].id);
+            if (i > 0 && keys[i].id == keys[i - 1].id) { /* asked twice: the same answer */
+                *w = out[keys[i - 1].at];
+                continue;
+            }
             if (keys[i].seen && keys[i].verdict != CORE_LOOK_NO_FIT)
                 continue; /* worded by why_note */
             if (!keys[i].seen && pass.stop == CORE_LOOK_STOP_ORDER && pass.head != t->id) {
@@ -327,11 +331,6 @@ void core_why(struct core *core, const int64_t *ids, size_t n, core_time now,
                 why_resources(core, t, w); /* no room for it, or the pass found none left */
             }
         }
-        /* A task asked about twice: the copies share the first one's answer. */
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < i && out[i].wait == CORE_WAIT_NONE; j++)
-                if (ids[j] == ids[i] && core_task_get(core, ids[i]) != NULL)
-                    out[i] = out[j];
     }
     free(keys);
 }
