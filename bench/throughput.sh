@@ -3,7 +3,8 @@
 #   xargs -P2 (the process-creation floor), task-spooler (tsp -S 2), GNU parallel (-j2),
 #   drover with one `drover submit` per task, and drover with one --array submission;
 # then the daemon's memory with 100,000 queued tasks and the time `drover ls` takes then.
-# Usage: bench/throughput.sh [BUILD_DIR]   (results go to stdout as a Markdown table)
+# Usage: [N=1000] [QUEUED=100000] bench/throughput.sh [BUILD_DIR]   (Markdown tables on stdout;
+#   QUEUED=0 skips the second part)
 set -euo pipefail
 BUILD=${1:-build}
 DROVER=$(readlink -f "$BUILD/drover")
@@ -12,47 +13,72 @@ QUEUED=${QUEUED:-100000}
 WORK=$(mktemp -d /tmp/drover-bench.XXXXXX)
 trap 'DROVER_HOME=$WORK/home "$DROVER" shutdown >/dev/null 2>&1 || true; tsp -K >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 
-for tool in tsp parallel; do
-    command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install task-spooler parallel)" >&2; exit 1; }
-done
+# task-spooler and GNU parallel are only compared with: a row is skipped when one is missing.
+have() { command -v "$1" >/dev/null || { echo "($1 missing: apt-get install $2; its row is skipped)" >&2; return 1; }; }
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
-row() { awk -v name="$1" -v t="$2" -v n="$N" 'BEGIN { printf "| %s | %.2f | %.0f |\n", name, t, n / t }'; }
+# row NAME SECONDS [DAEMON_CPU_S]: the table's line; the daemon's CPU per task when given.
+row() {
+    awk -v name="$1" -v t="$2" -v c="${3:-}" -v n="$N" 'BEGIN {
+        printf "| %s | %.2f | %.0f | %s |\n", name, t, n / t, c == "" ? "-" : sprintf("%.3f", c * 1000 / n) }'
+}
+# The daemon's CPU time (user + system), in seconds, from /proc/PID/stat.
+cpu() { awk -v t="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$1/stat"; }
 
-echo "| runner ($N x true, 2 at a time) | wall s | tasks/s |"
-echo "|---|---|---|"
+echo "| runner ($N x true, 2 at a time) | wall s | tasks/s | daemon CPU ms/task |"
+echo "|---|---|---|---|"
 
 t0=$(now); seq "$N" | xargs -P2 -I{} true; t1=$(now)
-row "xargs -P2" "$(elapsed "$t0" "$t1")"
+xargs_s=$(elapsed "$t0" "$t1")
+row "xargs -P2" "$xargs_s"
 
-export TS_SOCKET=$WORK/tsp.sock TS_MAXFINISHED=$((N + 10)) TS_SAVELIST=
-tsp -S 2 >/dev/null
-t0=$(now)
-for _ in $(seq "$N"); do tsp true >/dev/null; done
-tsp -w >/dev/null 2>&1 || true
-while [ "$(tsp | grep -c -E 'queued|running')" -gt 0 ]; do sleep 0.01; done
-t1=$(now)
-row "task-spooler (tsp -S 2)" "$(elapsed "$t0" "$t1")"
-tsp -K >/dev/null 2>&1 || true
+tsp_s=
+if have tsp task-spooler; then
+    export TS_SOCKET=$WORK/tsp.sock TS_MAXFINISHED=$((N + 10)) TS_SAVELIST=
+    tsp -S 2 >/dev/null
+    t0=$(now)
+    for _ in $(seq "$N"); do tsp true >/dev/null; done
+    tsp -w >/dev/null 2>&1 || true
+    while [ "$(tsp | grep -c -E 'queued|running')" -gt 0 ]; do sleep 0.01; done
+    t1=$(now)
+    tsp_s=$(elapsed "$t0" "$t1")
+    row "task-spooler (tsp -S 2)" "$tsp_s"
+    tsp -K >/dev/null 2>&1 || true
+fi
 
-t0=$(now); seq "$N" | parallel -j2 true; t1=$(now)
-row "GNU parallel -j2" "$(elapsed "$t0" "$t1")"
+if have parallel parallel; then
+    t0=$(now); seq "$N" | parallel -j2 true; t1=$(now)
+    row "GNU parallel -j2" "$(elapsed "$t0" "$t1")"
+fi
 
 # drover: CPU-only tasks count one CPU each, so DROVER_FAKE_CPUS=2 runs two at a time.
 export DROVER_HOME=$WORK/home DROVER_FAKE_CPUS=2 DROVER_FAKE_GPUS=1x16G
 "$DROVER" ls >/dev/null   # start the daemon outside the timing
-t0=$(now)
+daemon=$(cat "$DROVER_HOME/daemon.lock")
+c0=$(cpu "$daemon"); t0=$(now)
 for _ in $(seq "$N"); do "$DROVER" submit -- true; done > "$WORK/ids"
-"$DROVER" wait $(cat "$WORK/ids")
-t1=$(now)
-row "drover, one submit per task" "$(elapsed "$t0" "$t1")"
+"$DROVER" wait $(cat "$WORK/ids") >/dev/null
+t1=$(now); c1=$(cpu "$daemon")
+submit_s=$(elapsed "$t0" "$t1")
+row "drover, one submit per task" "$submit_s" "$(elapsed "$c0" "$c1")"
 
-t0=$(now)
-"$DROVER" wait $("$DROVER" submit --array "0-$((N - 1))" -- true)
-t1=$(now)
-row "drover, one --array submit" "$(elapsed "$t0" "$t1")"
+c0=$(cpu "$daemon"); t0=$(now)
+"$DROVER" wait $("$DROVER" submit --array "0-$((N - 1))" -- true) >/dev/null
+t1=$(now); c1=$(cpu "$daemon")
+array_s=$(elapsed "$t0" "$t1")
+row "drover, one --array submit" "$array_s" "$(elapsed "$c0" "$c1")"
 "$DROVER" shutdown
+
+# The targets of issue 13, from this run's rows.
+echo
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo "- --array against xargs -P2: $(ratio "$array_s" "$xargs_s")x (target: at most 1.5x)"
+if [ -n "$tsp_s" ]; then
+    echo "- one submit per task against task-spooler: $(ratio "$submit_s" "$tsp_s")x (target: at most 1.0x)"
+fi
+
+[ "$QUEUED" -gt 0 ] || exit 0   # QUEUED=0: the first table only
 
 # Memory with QUEUED tasks waiting (drained, so none starts), and the cost of `drover ls`.
 export DROVER_HOME=$WORK/home2

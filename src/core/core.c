@@ -29,8 +29,8 @@ struct core *core_new(const struct core_policy *policy)
 {
     struct core *core = core_xcalloc(1, sizeof *core);
     core->policy = policy != NULL ? *policy : core_policy_default();
-    core_queue_init(&core->queue, core->policy.aging_ms);
-    core_queue_init(&core->slurm_queue, core->policy.aging_ms);
+    core_queue_init(&core->queue, core->policy.aging_ms, &core->shapes);
+    core_queue_init(&core->slurm_queue, core->policy.aging_ms, &core->shapes);
     core->now = INT64_MIN;
     core->ready_clock = INT64_MIN;
     return core;
@@ -59,6 +59,7 @@ void core_free(struct core *core)
     free(core->chain);
     free(core->spill);
     core_users_free(core);
+    core_shapes_free(&core->shapes);
     core_retry_free(&core->retry);
     core_place_free(&core->place);
     core_place_free(&core->scratch);
@@ -68,6 +69,7 @@ void core_free(struct core *core)
     free(core->cand);
     free(core->restored);
     free(core->work);
+    free(core->ends);
     free(core);
 }
 
@@ -87,6 +89,8 @@ void core_set_nodes(struct core *core, const struct core_node *nodes, int nnodes
     core->rsv_whole = core_xcalloc(n + 1, sizeof *core->rsv_whole);
     core->cand = core_xcalloc(n + 1, sizeof *core->cand);
     core->stamp = 1;
+    core->version++;
+    core->memo.valid = false;
     for (struct core_run *run = core->running; run != NULL; run = run->next) {
         run->claimed = core_place_valid(&core->place, &run->placement);
         if (run->claimed)
@@ -159,6 +163,7 @@ struct core_task *core_task_alloc(struct core *core, const struct core_task_spec
 void core_task_add(struct core *core, struct core_task *t, enum task_state state)
 {
     t->state = state;
+    core->version++;
     core->counts[state]++;
     t->owner->counts[state]++;
     core_map_put(&core->tasks, t->id, t);
@@ -171,6 +176,7 @@ void core_task_free(struct core *core, struct core_task *t)
         core_retry_remove(&core->retry, t);
     if (t->run != NULL)
         core_attempt_untrack(core, t);
+    core->version++;
     if (core_map_del(&core->tasks, t->id) == t) {
         core->counts[t->state]--;
         t->owner->counts[t->state]--;
@@ -184,6 +190,7 @@ void core_task_move(struct core *core, struct core_task *t, enum task_state to)
 {
     if (!core_state_allowed(t->state, to))
         core_bug();
+    core->version++;
     if (t->state == TASK_QUEUED)
         core_queue_remove(core_task_queue(core, t), t);
     else if (t->state == TASK_RETRYING)
@@ -366,6 +373,7 @@ int core_set_priority(struct core *core, int64_t id, int priority, const char **
 
 void core_set_drain(struct core *core, bool drain)
 {
+    core->version++;
     core->draining = drain;
 }
 
@@ -381,6 +389,11 @@ core_time core_next_wakeup(const struct core *core)
     const struct core_task *t = core_retry_top(&core->retry);
     core_time retry = t != NULL ? t->retry_at : CORE_TIME_NEVER, spill = core_spill_next(core);
     return spill < retry ? spill : retry;
+}
+
+void core_stats(const struct core *core, struct core_stats *out)
+{
+    *out = core->stats;
 }
 
 int core_task_state(const struct core *core, int64_t id)

@@ -344,9 +344,21 @@ bool core_draining(const struct core *core);
 
 /* One scheduling pass: queues RETRYING tasks whose backoff is over, then starts what fits, in
  * policy order, appending CORE_ACT_START actions (with a STATE action for each backoff end).
- * Cost: O(log n) per task examined, with at most max_scan examined past the first blocked one,
- * and the pass ends early once no capacity is left. */
+ * Cost: what changed, not the queue's length (core/sched.c): nothing when nothing that could
+ * start a task changed since the last pass; else O(log chains) per task examined, where the
+ * tasks of a request shape that does not fit are not examined, at most max_scan examined past
+ * the first blocked one, and the pass ends early once no capacity is left. */
 void core_schedule(struct core *core, core_time now, struct core_actions *out);
+
+/* What core's passes have cost so far: for tests and benchmarks, never for decisions. */
+struct core_stats {
+    uint64_t passes;         /* core_schedule() calls */
+    uint64_t passes_skipped; /* of which found nothing changed that could start a task */
+    uint64_t examined;       /* ready tasks the passes looked at */
+    uint64_t fit_checks;     /* placement searches (is there room for this request now?) */
+    uint64_t reservations;   /* backfill reservations computed (not reused) */
+};
+void core_stats(const struct core *core, struct core_stats *out);
 
 /* The earliest time at which core_schedule() would do something that no event triggers
  * (a backoff ending), or CORE_TIME_NEVER. */

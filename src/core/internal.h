@@ -24,6 +24,10 @@ struct core_run {
     bool claimed;                 /* its placement is counted in core->place */
     struct core_task *task;
     struct core_run *prev, *next; /* core->running */
+    /* Its place in sched.c's order by end (attempts with a time limit), when end_stamp is
+     * core->ends_stamp: kept from one reservation to the next, so only new ones are sorted. */
+    uint64_t end_stamp;
+    size_t end_rank;
 };
 
 /* A user: what fair share and the limits need (core/users.c). Kept until core_free(), so a
@@ -65,10 +69,13 @@ struct core_task {
     struct core_edge *dependents;
     size_t ndependents, dependents_cap;
 
-    /* TASK_QUEUED: the ready queue. */
+    /* TASK_QUEUED: the ready queue: its priority level's list, and its shape's chain there
+     * (shape: its id in core->shapes, set when it was queued). */
     bool in_queue;
     core_time ready_time;
     struct core_task *qprev, *qnext;
+    struct core_task *sprev, *snext;
+    uint32_t shape;
     /* TASK_RETRYING: the retry heap. */
     core_time retry_at;
     size_t heap_index;
@@ -82,9 +89,35 @@ struct core_array {
     int running;
 };
 
+/* The last backfill reservation (sched.c), reused while its head and every claim are the same. */
+struct core_reserve_memo {
+    bool valid;
+    int64_t head;
+    uint64_t head_serial;
+    uint64_t place_version;      /* core->place.version when it was computed */
+    bool reserved;
+    core_time end;               /* the shadow time before it is clamped to now */
+    struct core_place_reserve rsv;
+};
+
 struct core {
     struct core_policy policy;
     struct core_place place;
+    /* Request shapes, shared by every ready queue (queue.h), with what passes learnt of them. */
+    struct core_shapes shapes;
+    uint32_t pass_stamp;          /* a pass's mark on shapes (sched.c) */
+    /* What could start a task: bumped by every change to tasks, users and limits; with
+     * shapes.version and place.version it tells a pass that nothing changed since the last
+     * one (sched.c: sched_clean). */
+    uint64_t version;
+    uint64_t clean_version;       /* the sum after the last full pass; 0: none yet */
+    core_time clean_now;
+    struct core_reserve_memo memo;
+    struct core_run **ends;       /* scratch for sched.c's order by end (never dereferenced
+                                   * between passes: an attempt may have ended since) */
+    size_t nends, ends_cap;
+    uint64_t ends_stamp;
+    struct core_stats stats;
     /* Backfill's "what is free at time T": a copy of place whose node i is current only when
      * scratch_stamp[i] == stamp (copied when first touched, so that a reservation costs what
      * it releases, not the size of the cluster). seen_stamp marks nodes a spanning head's
@@ -181,7 +214,11 @@ bool core_user_blocked(const struct core_task *t);
 /* The ready tasks in pass order (fair share across users, each user's own order within). The
  * caller may remove the task last returned (and only that one). */
 void core_ready_start(struct core *core, core_time now);
-struct core_task *core_ready_next(struct core *core);
+/* skip (may be NULL): as core_queue_iter_next_skip, for every user's queue. */
+struct core_task *core_ready_next(struct core *core, core_queue_skip_fn *skip, void *arg);
+/* How many users have ready local tasks and are not at a limit, counting to 2 at most (with
+ * fair share and two of them, their order moves with time). */
+size_t core_users_ready(const struct core *core);
 
 /* sched.c: a pass that only looks (core/why.c). */
 enum core_look_verdict {

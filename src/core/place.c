@@ -76,7 +76,10 @@ static bool place_some_idle(const struct core_place *place, int k)
 
 void core_place_init(struct core_place *place, const struct core_node *nodes, int nnodes)
 {
+    uint64_t epoch = place->epoch, version = place->version;
     core_place_free(place);
+    place->epoch = epoch + 1;
+    place->version = version + 1;
     if (nnodes < 0)
         nnodes = 0;
     place->nodes = core_xcalloc((size_t)nnodes, sizeof *place->nodes);
@@ -510,6 +513,9 @@ static void place_apply(struct core_place *place, const struct core_placement *p
 {
     const int *nodes;
     int nnodes = place_nodes_of(pl, &nodes);
+    place->version++;
+    if (sign < 0)
+        place->epoch++;
     place_count_open(place, pl, -1);
     for (int k = 0; k < nnodes; k++) {
         struct core_place_node *node = &place->nodes[nodes[k]];
@@ -536,6 +542,8 @@ void core_place_set_state(struct core_place *place, int node, int gpu,
                           const struct core_gpu_state *st)
 {
     struct core_place_gpu *g = &place->nodes[node].gpu[gpu];
+    place->epoch++;
+    place->version++;
     place->open_gpus -= place_gpu_open(g);
     g->outside = st->outside;
     g->busy = st->busy;

@@ -47,6 +47,11 @@ struct core_place {
     /* idle[k]: nodes with exactly k GPUs without a task, so that "no node has k idle GPUs" (an
      * exclusive request that cannot fit) is answered without visiting every node. */
     int idle[CORE_MAX_NODE_GPUS + 1];
+    /* epoch: bumped whenever capacity may have grown (a release, a GPU's state, the nodes
+     * set), so that "did not fit at epoch E" stays true while the epoch is E: claims only
+     * take capacity away. version: bumped by every claim too (anything placement reads). */
+    uint64_t epoch;
+    uint64_t version;
 };
 
 /* Backfill's constraint for a task that may still run when the blocked head is due to start:

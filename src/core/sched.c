@@ -25,33 +25,32 @@
  * task asking for more GPUs than its user has left is skipped like one whose array is full.
  * Neither becomes the head: a limit is not a lack of resources a reservation could wait out.
  *
- * Cost bounds: the pass ends once no node has open capacity (core_place_open()); a request
- * shape that already failed to fit in this pass is skipped in O(1) (resources only shrink during
- * a pass, so it cannot fit now either); at most max_scan tasks are examined past the head, and
- * tasks skipped for their array's limit count against max_scan too, so that an array of 100,000
- * tasks with a limit of 2 cannot make every pass walk the whole queue. */
+ * Cost: a pass costs what changed, not the queue's length.
+ *   - Nothing changed since the last pass that could start a task (core->version, the queues'
+ *     and the claims' versions are all as they were, and with fair share at most one user has
+ *     ready tasks, or the time is the same): the pass is skipped (sched_clean).
+ *   - A request shape (queue.h) that does not fit now is marked for the pass; the queues drop
+ *     its chains from the iteration (queue.c), so its other tasks are never visited: resources
+ *     only shrink during a pass, so none of them could fit. A shape that fits now but not
+ *     beside the head's reservation is dropped the same way, unless a time limit could still
+ *     admit it: a shape's tasks are chained by their limit's power of two, and a chain is
+ *     dropped when the least limit queued in it (a bound kept by queue.c) cannot end by the
+ *     shadow time. Such a task is not "examined": it does not count against max_scan.
+ *   - A shape that did not fit is remembered across passes with the place's epoch: until
+ *     capacity may have grown (a release, a GPU's state), its fit is not searched again.
+ *   - The head's reservation is reused while the head and every claim are what they were.
+ *   - The pass ends once no node has open capacity (core_place_open()); at most max_scan tasks
+ *     are examined past the head, and tasks skipped for their array's limit count against
+ *     max_scan too, so that an array of 100,000 tasks with a limit of 2 cannot make every pass
+ *     walk the whole queue.
+ * A pass that only looks (core_why) visits every task it reaches, to give each a verdict, and
+ * counts exactly what a real pass would. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"
 #include "core/mem.h"
-
-#define SCHED_SHAPES 32
-
-/* What placement depends on. */
-struct sched_shape {
-    int gpus;
-    uint64_t gpu_mem;
-    int cpus;
-    uint64_t mem;
-    uint64_t gpu_types;
-};
-
-/* A small ring of shapes that did not fit; an older one may be forgotten (it is only a cache). */
-struct sched_shapes {
-    struct sched_shape v[SCHED_SHAPES];
-    size_t n;
-};
 
 struct sched_pass {
     struct core *core;
@@ -61,8 +60,7 @@ struct sched_pass {
      * told to look->note with the verdict a real pass would give it now. */
     struct core_look *look;
     const struct core_task *head;
-    struct sched_shapes no_fit;   /* does not fit now */
-    struct sched_shapes no_room;  /* fits now, but not beside the head's reservation */
+    uint32_t stamp;               /* this pass's mark on shapes (no_fit_pass, no_room_pass) */
     bool blocked;                 /* the head has been met */
     bool reserved;                /* and has a reservation */
     core_time shadow;
@@ -70,33 +68,51 @@ struct sched_pass {
     int examined;
 };
 
-static struct sched_shape sched_shape_of(const struct core_request *req)
+static struct core_shape *sched_shape(const struct sched_pass *p, const struct core_task *t)
 {
-    return (struct sched_shape){
-        .gpus = req->gpus,
-        .gpu_mem = req->gpus > 0 ? req->gpu_mem : 0,
-        .cpus = core_place_cpus(req),
-        .mem = req->mem,
-        .gpu_types = req->gpu_types,
-    };
+    return &p->core->shapes.v[t->shape];
 }
 
-static bool sched_shape_seen(const struct sched_shapes *shapes, const struct core_request *req)
+/* The record of t's placement, where the marks are: they hold whatever t's time limit. */
+static struct core_shape *sched_place(const struct sched_pass *p, const struct core_task *t)
 {
-    struct sched_shape s = sched_shape_of(req);
-    size_t n = shapes->n < SCHED_SHAPES ? shapes->n : SCHED_SHAPES;
-    for (size_t i = 0; i < n; i++) {
-        const struct sched_shape *o = &shapes->v[i];
-        if (o->gpus == s.gpus && o->gpu_mem == s.gpu_mem && o->cpus == s.cpus && o->mem == s.mem &&
-            o->gpu_types == s.gpu_types)
-            return true;
-    }
+    return &p->core->shapes.v[sched_shape(p, t)->fit];
+}
+
+/* Whether the pass can pass over t without looking at its resources: its placement did not fit
+ * now earlier in this pass, or not beside the head's reservation and no limit of its record's
+ * queued tasks (min_limit bounds them) can admit it by the shadow time either. */
+static bool sched_known_out(const struct sched_pass *p, const struct core_task *t)
+{
+    const struct core_shape *place = sched_place(p, t);
+    if (place->no_fit_pass == p->stamp)
+        return true;
+    if (place->no_room_pass != p->stamp)
+        return false;
+    const struct core_shape *shape = sched_shape(p, t);
+    return shape->bucket <= 0 || core_time_add(p->now, shape->min_limit) > p->shadow;
+}
+
+static bool sched_skip(void *arg, const struct core_task *t)
+{
+    return sched_known_out(arg, t);
+}
+
+/* Whether t fits now (*pl: where), or under rsv; a shape that did not fit now is not searched
+ * again until the place's epoch moves. */
+static bool sched_fit(struct sched_pass *p, const struct core_task *t,
+                      const struct core_place_reserve *rsv, struct core_placement *pl)
+{
+    struct core *core = p->core;
+    struct core_shape *s = sched_place(p, t);
+    if (s->no_fit_epoch == core->place.epoch + 1)
+        return false;
+    core->stats.fit_checks++;
+    if (core_place_fit(&core->place, &t->req, core->policy.best_fit, rsv, pl))
+        return true;
+    if (rsv == NULL)
+        s->no_fit_epoch = core->place.epoch + 1;
     return false;
-}
-
-static void sched_shape_add(struct sched_shapes *shapes, const struct core_request *req)
-{
-    shapes->v[shapes->n++ % SCHED_SHAPES] = sched_shape_of(req);
 }
 
 /* ---- the head's reservation ---------------------------------------------------------------- */
@@ -115,6 +131,47 @@ static int sched_cmp_end(const void *a, const void *b)
     if (ex != ey)
         return ex < ey ? -1 : 1;
     return (x->task->id > y->task->id) - (x->task->id < y->task->id);
+}
+
+/* Fills runs[] with the attempts that have a time limit, by (end, task id); returns how many.
+ * Those already ordered at the last call keep their order (their ranks, placed by index: no
+ * comparison), and only the ones started since are sorted and merged in: O(n + k log k) for k
+ * new ones, not O(n log n) each time. */
+static size_t sched_by_end(struct core *core, struct core_run **runs)
+{
+    size_t known = core->nends, nfresh = 0, n = 0;
+    struct core_run **fresh = core_xmalloc((core->nrunning + 1) * sizeof *fresh);
+    for (size_t i = 0; i < known; i++)
+        core->ends[i] = NULL; /* the last order's pointers may be stale: only slots now */
+    for (struct core_run *run = core->running; run != NULL; run = run->next) {
+        if (sched_run_end(run) == CORE_TIME_NEVER)
+            continue;
+        if (run->end_stamp == core->ends_stamp && core->ends_stamp != 0 && run->end_rank < known)
+            core->ends[run->end_rank] = run;
+        else
+            fresh[nfresh++] = run;
+    }
+    qsort(fresh, nfresh, sizeof *fresh, sched_cmp_end);
+    size_t i = 0, j = 0;
+    while (i < known || j < nfresh) {
+        while (i < known && core->ends[i] == NULL)
+            i++;
+        if (i == known && j == nfresh)
+            break;
+        if (j == nfresh || (i < known && sched_cmp_end(&core->ends[i], &fresh[j]) < 0))
+            runs[n++] = core->ends[i++];
+        else
+            runs[n++] = fresh[j++];
+    }
+    free(fresh);
+    core_xgrow((void **)&core->ends, &core->ends_cap, n + 1, sizeof *core->ends);
+    core->nends = n;
+    core->ends_stamp++;
+    for (size_t k = 0; k < n; k++) {
+        runs[k]->end_stamp = core->ends_stamp;
+        runs[k]->end_rank = k;
+    }
+    return n;
 }
 
 /* The head fits at pl in the scratch state of the shadow time: reserve it. */
@@ -162,7 +219,10 @@ static void sched_new_stamp(struct core *core)
 static struct core_place_node *sched_scratch_node(struct core *core, int i)
 {
     if (core->scratch_stamp[i] != core->stamp) {
-        core->scratch.nodes[i] = core->place.nodes[i];
+        /* Only the GPUs it has: the array is sized for the largest node there can be. */
+        const struct core_place_node *node = &core->place.nodes[i];
+        memcpy(&core->scratch.nodes[i], node,
+               offsetof(struct core_place_node, gpu) + (size_t)node->ngpus * sizeof node->gpu[0]);
         core->scratch_stamp[i] = core->stamp;
     }
     return &core->scratch.nodes[i];
@@ -203,18 +263,35 @@ static bool sched_release_fits(struct sched_pass *p, const struct core_run *run,
            core_place_span_pick(&core->scratch, req, core->cand, *ncand, pl);
 }
 
+/* The reservation is a function of the head and the claims alone (the time only clamps the
+ * shadow): while neither changed, the last one is reused. */
+static bool sched_reserve_again(struct sched_pass *p, const struct core_task *head)
+{
+    const struct core_reserve_memo *m = &p->core->memo;
+    if (!m->valid || m->head != head->id || m->head_serial != head->serial ||
+        m->place_version != p->core->place.version)
+        return false;
+    p->reserved = m->reserved;
+    p->shadow = !m->reserved ? CORE_TIME_NEVER : m->end > p->now ? m->end : p->now;
+    p->rsv = m->rsv;
+    return true;
+}
+
 static void sched_reserve(struct sched_pass *p, const struct core_task *head)
 {
     struct core *core = p->core;
     const struct core_request *req = &head->req;
+    if (sched_reserve_again(p, head))
+        return;
+    core->stats.reservations++;
+    core->memo = (struct core_reserve_memo){
+        .valid = true, .head = head->id, .head_serial = head->serial,
+        .place_version = core->place.version, .end = CORE_TIME_NEVER,
+    };
     /* Those with a time limit by their end; then those without, youngest first, which is the
      * order core->running keeps (no sort: most attempts have no limit in practice). */
     struct core_run **runs = core_xmalloc((core->nrunning + 1) * sizeof *runs);
-    size_t n = 0;
-    for (struct core_run *run = core->running; run != NULL; run = run->next)
-        if (sched_run_end(run) != CORE_TIME_NEVER)
-            runs[n++] = run;
-    qsort(runs, n, sizeof *runs, sched_cmp_end);
+    size_t n = sched_by_end(core, runs);
     for (struct core_run *run = core->running; run != NULL; run = run->next)
         if (sched_run_end(run) == CORE_TIME_NEVER)
             runs[n++] = run;
@@ -232,10 +309,19 @@ static void sched_reserve(struct sched_pass *p, const struct core_task *head)
             core_time end = sched_run_end(runs[i]);
             p->shadow = end > p->now ? end : p->now;
             sched_set_reserve(p, &pl, req);
+            core->memo.reserved = true;
+            core->memo.end = end;
+            core->memo.rsv = p->rsv;
             break;
         }
     }
     free(runs);
+}
+
+/* Backfill's (a): t's time limit ends it by the shadow time. */
+static bool sched_ends_in_time(const struct sched_pass *p, const struct core_task *t)
+{
+    return t->req.time_limit > 0 && core_time_add(p->now, t->req.time_limit) <= p->shadow;
 }
 
 /* Whether t, which fits now at *pl, may start ahead of the head; may move *pl off the head's
@@ -244,12 +330,13 @@ static bool sched_backfill(struct sched_pass *p, const struct core_task *t,
                            struct core_placement *pl)
 {
     const struct core_request *req = &t->req;
-    if (req->time_limit > 0 && core_time_add(p->now, req->time_limit) <= p->shadow)
+    if (sched_ends_in_time(p, t))
         return true;
-    if (sched_shape_seen(&p->no_room, req))
+    struct core_shape *s = sched_place(p, t);
+    if (s->no_room_pass == p->stamp)
         return false;
-    if (!core_place_fit(&p->core->place, req, p->core->policy.best_fit, &p->rsv, pl)) {
-        sched_shape_add(&p->no_room, req);
+    if (!sched_fit(p, t, &p->rsv, pl)) {
+        s->no_room_pass = p->stamp;
         return false;
     }
     /* It fit within the spare, so neither goes below 0. */
@@ -284,23 +371,34 @@ static bool sched_consider(struct sched_pass *p, struct core_task *t)
     struct core *core = p->core;
     const struct core_policy *policy = &core->policy;
     struct core_placement pl;
-    if (sched_array_full(core, t) || core_user_blocked(t) ||
-        sched_shape_seen(&p->no_fit, &t->req)) {
+    if (sched_known_out(p, t)) {
+        /* A real pass meets such a task only as a user's next, picked before its shape was
+         * marked: it is passed over as its chain is (not examined). A look words it. */
+        bool fits = p->look != NULL && sched_place(p, t)->no_fit_pass != p->stamp &&
+                    sched_fit(p, t, NULL, &pl);
+        sched_note(p, t, fits ? CORE_LOOK_RESERVED : CORE_LOOK_NO_FIT);
+        return true;
+    }
+    if (sched_array_full(core, t) || core_user_blocked(t)) {
         p->examined++;
         sched_note(p, t, sched_array_full(core, t) ? CORE_LOOK_ARRAY_FULL
-                         : core_user_blocked(t)    ? CORE_LOOK_USER_LIMIT
-                                                   : CORE_LOOK_NO_FIT);
+                                                   : CORE_LOOK_USER_LIMIT);
         return true;
     }
     if (p->blocked)
         p->examined++;
-    if (!core_place_fit(&core->place, &t->req, policy->best_fit, NULL, &pl)) {
+    /* A limited task of a shape with no room beside the reservation can only start by its
+     * limit: when that does not admit it either, whether it fits now changes nothing. */
+    if (p->look == NULL && p->blocked && p->reserved && !sched_ends_in_time(p, t) &&
+        sched_place(p, t)->no_room_pass == p->stamp)
+        return true;
+    if (!sched_fit(p, t, NULL, &pl)) {
         sched_note(p, t, CORE_LOOK_NO_FIT);
         if (policy->strict_order || !policy->backfill) {
             p->head = t;
             return false;
         }
-        sched_shape_add(&p->no_fit, &t->req);
+        sched_place(p, t)->no_fit_pass = p->stamp;
         if (!p->blocked) {
             p->blocked = true;
             p->head = t;
@@ -333,17 +431,44 @@ static enum core_look_stop sched_loop(struct sched_pass *p)
 {
     struct core *core = p->core;
     int max_scan = core->policy.max_scan;
+    /* A fresh mark: every shape's no_fit_pass/no_room_pass is stale (0 is never a mark). */
+    if (++core->pass_stamp == 0) {
+        for (uint32_t i = 0; i < core->shapes.n; i++)
+            core->shapes.v[i].no_fit_pass = core->shapes.v[i].no_room_pass = 0;
+        core->pass_stamp = 1;
+    }
+    p->stamp = core->pass_stamp;
     core_ready_start(core, p->now);
     struct core_task *t;
-    while ((t = core_ready_next(core)) != NULL) {
+    /* A look visits what a real pass drops, to give it a verdict. */
+    core_queue_skip_fn *skip = p->look == NULL ? sched_skip : NULL;
+    while ((t = core_ready_next(core, skip, p)) != NULL) {
         if (!core_place_open(&core->place))
             return CORE_LOOK_STOP_FULL;
         if (max_scan > 0 && p->examined >= max_scan)
             return CORE_LOOK_STOP_SCAN;
+        core->stats.examined++;
         if (!sched_consider(p, t))
             return CORE_LOOK_STOP_ORDER;
     }
     return CORE_LOOK_STOP_NONE;
+}
+
+static uint64_t sched_version(const struct core *core)
+{
+    return core->version + core->shapes.version + core->place.version;
+}
+
+/* Whether a pass now would start nothing because nothing it reads changed since the last one
+ * ran to its end: the tasks and their states, the queues, the claims and GPU states, users'
+ * limits and usage, the drain. Time alone changes a pass only through fair share (users'
+ * usage decays and grows, so two users with ready tasks may swap); a backfill admission by time
+ * limit only gets harder as time passes. */
+static bool sched_clean(const struct core *core, core_time now)
+{
+    if (core->clean_version == 0 || core->clean_version != sched_version(core))
+        return false;
+    return now == core->clean_now || !core->policy.fair_share || core_users_ready(core) < 2;
 }
 
 void core_schedule_look(struct core *core, core_time now, struct core_look *look)
@@ -357,11 +482,18 @@ void core_schedule_look(struct core *core, core_time now, struct core_look *look
 void core_schedule(struct core *core, core_time now, struct core_actions *out)
 {
     now = core_clock(core, now);
+    core->stats.passes++;
     sched_backoffs(core, out);
     if (core->draining)
         return;
     core_spill_due(core, now);
     core_schedule_slurm(core, now, out);
+    if (sched_clean(core, now)) {
+        core->stats.passes_skipped++;
+        return;
+    }
     struct sched_pass p = { .core = core, .now = now, .out = out, .shadow = CORE_TIME_NEVER };
     sched_loop(&p);
+    core->clean_version = sched_version(core);
+    core->clean_now = now;
 }

@@ -97,7 +97,7 @@ struct core_user *core_user_get(struct core *core, uint32_t user)
     u->user = user;
     u->usage_time = core->now;
     u->limits = core->policy.user_limits;
-    core_queue_init(&u->queue, core->policy.aging_ms);
+    core_queue_init(&u->queue, core->policy.aging_ms, &core->shapes);
     core_map_put(&core->users, (int64_t)user + 1, u);
     return u;
 }
@@ -138,6 +138,7 @@ void core_user_track(struct core *core, const struct core_task *t, core_time at,
 {
     struct core_user *u = t->owner;
     int gpus = users_task_gpus(t);
+    core->version++; /* its array's count changed, and this user's limits may have */
     if (t->backend == CORE_BACKEND_SLURM)
         return; /* users' limits and shares are this machine's */
     if (delta > 0 && at < u->usage_time) {
@@ -236,14 +237,14 @@ void core_ready_start(struct core *core, core_time now)
         users_sift_down(core, i);
 }
 
-struct core_task *core_ready_next(struct core *core)
+struct core_task *core_ready_next(struct core *core, core_queue_skip_fn *skip, void *arg)
 {
     if (!core->policy.fair_share)
-        return core_queue_iter_next(&core->queue);
+        return core_queue_iter_next_skip(&core->queue, skip, arg);
     struct core_user *last = core->ulast;
     if (last != NULL) {
         /* Its task may have started since: its key grew, or it reached a limit. */
-        last->peek = users_full(last) ? NULL : core_queue_iter_next(&last->queue);
+        last->peek = users_full(last) ? NULL : core_queue_iter_next_skip(&last->queue, skip, arg);
         if (last->peek == NULL)
             users_heap_remove(core, last->heap_index);
         else
@@ -257,11 +258,23 @@ struct core_task *core_ready_next(struct core *core)
     return core->ulast->peek;
 }
 
+size_t core_users_ready(const struct core *core)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < core->users.cap && n < 2; i++) {
+        const struct core_user *u = core->users.values[i];
+        if (core->users.keys[i] != 0 && u->queue.n > 0 && !users_full(u))
+            n++;
+    }
+    return n;
+}
+
 /* ---- the driver's interface ---------------------------------------------------------------- */
 
 void core_set_user_limits(struct core *core, uint32_t user, const struct core_limits *limits)
 {
     struct core_user *u = core_user_get(core, user);
+    core->version++;
     u->own_limits = limits != NULL;
     u->limits = limits != NULL ? *limits : core->policy.user_limits;
 }
@@ -295,6 +308,7 @@ void core_add_usage(struct core *core, uint32_t user, double gpu_seconds, core_t
 {
     struct core_user *u = core_user_get(core, user);
     double gpu_ms = gpu_seconds * 1000;
+    core->version++; /* the order between users */
     if (at >= u->usage_time) {
         users_advance(core, u, at);
         u->usage += gpu_ms;

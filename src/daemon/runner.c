@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -290,6 +291,18 @@ static void spawn_failed(struct daemon *d, const struct core_action *a, const ch
                         e->end, &d->acts);
 }
 
+/* A first attempt's task directory, runs/TASK, made before exec_start makes runs/TASK/1: else
+ * exec_start's mkdir of the attempt's directory fails (ENOENT) and it walks up (paths_mkdir_p),
+ * two failing calls per task. A failure here is exec_start's to report: it tries again. */
+static void spawn_task_dir(struct daemon *d, int64_t task)
+{
+    char *dir = xasprintf("%s/runs/%lld", d->home, (long long)task);
+    if (mkdir(dir, 0700) == -1) {
+        /* EEXIST (an attempt 1 not started before) or worse: see above */
+    }
+    free(dir);
+}
+
 static void spawn_attempt(struct daemon *d, const struct core_action *a, core_time now)
 {
     json_t *info = store_task_exec_info(d->store, a->task);
@@ -328,9 +341,12 @@ static void spawn_attempt(struct daemon *d, const struct core_action *a, core_ti
         error = ENOSPC;
     } else if (owned && daemon_owner_prepare(d->home, a->task, spec.owner_uid, &err) < 0) {
         error = errno;
-    } else if (!owned && paths_mkdir_p(ckpt) < 0) {
-        error = errno;
-        err = xasprintf("cannot create %s: %s", ckpt, strerror(error));
+    } else if (!owned) {
+        /* The checkpoint directory is the supervisor's to make (a failure, ENOSPC say, fails
+         * exec_start as the run directory's would): each inode made here is daemon time. */
+        spec.make_dir = ckpt;
+        if (a->attempt == 1)
+            spawn_task_dir(d, a->task);
     }
     if (err == NULL && exec_start(&spec, &pid, &err) == 0) {
         struct run *r = run_add(d, a->task, a->attempt, pid, true, dir, now, &a->placement);

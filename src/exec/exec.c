@@ -41,8 +41,8 @@ static int exec_wait_ready(int ready_fd, const char *run_dir, char **err)
     }
     memcpy(&word, buf, sizeof word);
     if (word != 0) {
-        *err = xasprintf("%s: the supervisor could not write its pid and status files: %s",
-                         run_dir, strerror(word));
+        *err = xasprintf("%s: the supervisor could not make its directory, pid or status"
+                         " files: %s", run_dir, strerror(word));
         errno = word;
         return -1;
     }

@@ -31,6 +31,10 @@ struct exec_spec {
     char *const *env;         /* NULL-terminated "K=V": the task's whole environment */
     const char *workdir;      /* the task's working directory; NULL = "/" */
     const char *run_dir;      /* created by exec_start if missing (parents included) */
+    const char *make_dir;     /* NULL, or a directory the supervisor makes (0700, parents
+                               * included; one that exists is fine) before it reports ready: a
+                               * failure fails exec_start with its errno. The task's checkpoint
+                               * directory: made there, its inode is not the daemon's to pay */
     int64_t timeout_ms;       /* 0 = none */
     int64_t grace_ms;         /* SIGTERM -> SIGKILL delay; 0 = 10 s */
     bool set_umask;           /* the task gets task_umask (else the supervisor's) */

@@ -46,6 +46,9 @@ char *exec_spec_encode(const struct exec_spec *spec)
                           (json_int_t)spec->task_nofile);
     if (o == NULL)
         fatalx("spawn_encode: json_pack failed");
+    if (spec->make_dir != NULL)
+        json_object_set_new(o, "make_dir", json_stringn_nocheck(spec->make_dir,
+                                                                strlen(spec->make_dir)));
     if (spec->as_owner) {
         json_object_set_new(o, "owner_uid", json_integer((json_int_t)spec->owner_uid));
         if (spec->owner != NULL)
@@ -158,6 +161,7 @@ static json_t *spawn_read_spec(void)
 void exec_spec_decode(json_t *o, struct exec_spec *spec)
 {
     json_t *workdir = json_object_get(o, "workdir"), *run_dir = json_object_get(o, "run_dir");
+    json_t *make_dir = json_object_get(o, "make_dir");
     json_int_t mask = json_integer_value(json_object_get(o, "umask"));
     *spec = (struct exec_spec){
         .task_id = json_integer_value(json_object_get(o, "task_id")),
@@ -166,6 +170,7 @@ void exec_spec_decode(json_t *o, struct exec_spec *spec)
         .env = spawn_strv(json_object_get(o, "env")),
         .workdir = json_is_string(workdir) ? xstrdup(json_string_value(workdir)) : NULL,
         .run_dir = xstrdup(json_is_string(run_dir) ? json_string_value(run_dir) : "."),
+        .make_dir = json_is_string(make_dir) ? xstrdup(json_string_value(make_dir)) : NULL,
         .timeout_ms = json_integer_value(json_object_get(o, "timeout_ms")),
         .grace_ms = json_integer_value(json_object_get(o, "grace_ms")),
         .set_umask = mask >= 0 && json_is_integer(json_object_get(o, "umask")),
@@ -193,6 +198,7 @@ void exec_spec_release(struct exec_spec *spec)
     spawn_strv_free(spec->env);
     free((char *)spec->workdir);
     free((char *)spec->run_dir);
+    free((char *)spec->make_dir);
     free((char *)spec->owner);
 }
 

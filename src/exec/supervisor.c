@@ -8,6 +8,7 @@
  */
 #include "exec/exec-internal.h"
 #include "util/io.h"
+#include "util/paths.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -526,8 +527,11 @@ void supervisor_run(const struct exec_spec *spec, int lock_fd, int dir_fd, int r
     supervisor_reset_signals();
     if (setsid() == -1 || supervisor_setup_fds(lock_fd, dir_fd, ready_fd) == -1)
         _exit(127); /* exec_start sees the ready pipe close without a word */
-    /* Before the word: an attempt that starts has the room for its end (or never starts). */
-    int error = supervisor_write_pid(0);
+    /* Before the word: an attempt that starts has the room for its end (or never starts), and
+     * the directory its spec asks for. */
+    int error = spec->make_dir != NULL && paths_mkdir_p(spec->make_dir) == -1 ? errno : 0;
+    if (error == 0)
+        error = supervisor_write_pid(0);
     if (error == 0)
         error = supervisor_reserve_status(&sup);
     written = write(SUPERVISOR_READY_FD, &error, sizeof error);
