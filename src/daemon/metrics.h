@@ -7,7 +7,7 @@
 #include <jansson.h>
 
 /* The version drover_build_info reports. */
-#define METRICS_BUILD_VERSION "0.4"
+#define METRICS_BUILD_VERSION "0.5"
 
 /* Renders snapshot as Prometheus text. Fields that are missing, null or of the wrong type are
  * left out (a figure is never written as NaN); any snapshot, NULL included, renders. Returns a

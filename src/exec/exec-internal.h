@@ -7,11 +7,12 @@
 
 #include <jansson.h>
 #include <poll.h>
+#include <stdint.h>
 
 /* The supervisor: the child of exec_start's fork, entered with every signal blocked. It keeps
  * lock_fd (flock()ed), dir_fd (run_dir) and ready_fd, and closes every other descriptor. On ready_fd
- * it writes an int, 0 once the pid file is written and the status's space reserved (or the errno
- * of what failed), then closes it; exec_start waits for that. Never returns: it leaves with
+ * it writes a struct exec_ready, error 0 once the pid file is written and the status's space
+ * reserved (or the errno of what failed), then closes it; exec_start waits for that. Never returns: it leaves with
  * _exit. */
 void supervisor_run(const struct exec_spec *spec, int lock_fd, int dir_fd, int ready_fd)
     __attribute__((noreturn));
@@ -21,17 +22,27 @@ void supervisor_run(const struct exec_spec *spec, int lock_fd, int dir_fd, int r
 pid_t exec_spawn_supervisor(const struct exec_spec *spec, int dir_fd, int lock_fd,
                             int ready_fd, char **err);
 
-/* The spec as JSON and back (spawn.c). decode allocates what release frees. */
-char *exec_spec_encode(const struct exec_spec *spec);
-void exec_spec_decode(json_t *o, struct exec_spec *spec);
+/* The spec on the wire and back (spawn.c): encode returns a malloc'd buffer of *len bytes;
+ * decode allocates what release frees and returns 0, or -1 (nothing to release) if buf is not a
+ * whole spec with a command. */
+char *exec_spec_encode(const struct exec_spec *spec, size_t *len);
+int exec_spec_decode(const char *buf, size_t len, struct exec_spec *spec);
 void exec_spec_release(struct exec_spec *spec);
 
-/* zygote.c: has the zygote fork the supervisor; its pid, or -1 with *err, or EXEC_ZYGOTE_GONE
- * when the zygote was gone before the request reached it (nothing can have been forked: the
- * caller may spawn the supervisor itself). */
+/* zygote.c: asks the zygote to fork the supervisor: 0 once the request is sent (the ready pipe
+ * then tells how it went: the supervisor's word, the zygote's fork errno, or EOF), -1 with *err,
+ * or EXEC_ZYGOTE_GONE when the zygote was gone before the request reached it (nothing can have
+ * been forked: the caller may spawn the supervisor itself). */
 #define EXEC_ZYGOTE_GONE (-2)
-pid_t exec_zygote_fork(const struct exec_spec *spec, int dir_fd, int lock_fd, int ready_fd,
-                       char **err);
+int exec_zygote_fork(const struct exec_spec *spec, int dir_fd, int lock_fd, int ready_fd,
+                     char **err);
+
+/* The word on the ready pipe: from the supervisor, error 0 (or the errno of what failed) and its
+ * pid; from the zygote, the errno of a failed fork and pid 0. */
+struct exec_ready {
+    int32_t error;
+    int32_t pid;
+};
 
 /* The text of a status file: one JSON object and a newline. The caller frees it. */
 char *exec_status_encode(const struct exec_status *status);

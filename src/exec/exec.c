@@ -17,14 +17,15 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Waits for the supervisor's word on the ready pipe (0 once its pid file is written and its
- * status's space reserved), and for the pipe's end: then the supervisor has closed all it
- * inherited. Returns 0 or -1 with *err and errno set. */
-static int exec_wait_ready(int ready_fd, const char *run_dir, char **err)
+/* Waits for the word on the ready pipe (struct exec_ready: the supervisor's, once its pid file is
+ * written and its status's space reserved, or the zygote's if it could not fork), and for the
+ * pipe's end: then the supervisor has closed all it inherited. Returns the supervisor's pid, or
+ * -1 with *err and errno set. */
+static pid_t exec_wait_ready(int ready_fd, const char *run_dir, char **err)
 {
-    char buf[sizeof(int) + 1]; /* room for one byte too many, to notice it */
+    char buf[sizeof(struct exec_ready) + 1]; /* room for one byte too many, to notice it */
     size_t got = 0;
-    int word;
+    struct exec_ready word;
 
     while (got < sizeof buf) {
         ssize_t n = read(ready_fd, buf + got, sizeof buf - got);
@@ -40,17 +41,23 @@ static int exec_wait_ready(int ready_fd, const char *run_dir, char **err)
         return -1;
     }
     memcpy(&word, buf, sizeof word);
-    if (word != 0) {
-        *err = xasprintf("%s: the supervisor could not make its directory, pid or status"
-                         " files: %s", run_dir, strerror(word));
-        errno = word;
+    if (word.error != 0 && word.pid == 0) {
+        *err = xasprintf("fork: %s", strerror(word.error));
+        errno = word.error;
         return -1;
     }
-    return 0;
+    if (word.error != 0) {
+        *err = xasprintf("%s: the supervisor could not make its directory, pid or status"
+                         " files: %s", run_dir, strerror(word.error));
+        errno = word.error;
+        return -1;
+    }
+    return word.pid;
 }
 
-/* Starts the supervisor (spawn.c) and waits until it is settled (see exec_wait_ready), so that on
- * return run_dir/pid names it and it holds none of the caller's descriptors. */
+/* Starts the supervisor (by the zygote, or spawn.c without one) and waits until it is settled
+ * (see exec_wait_ready), so that on return run_dir/pid names it and it holds none of the
+ * caller's descriptors. */
 static pid_t exec_fork_supervisor(const struct exec_spec *spec, int dir_fd, int lock_fd, char **err)
 {
     int ready[2];
@@ -60,27 +67,46 @@ static pid_t exec_fork_supervisor(const struct exec_spec *spec, int dir_fd, int 
         *err = xasprintf("pipe: %s", strerror(errno));
         return -1;
     }
-    pid_t pid = exec_zygote_running() ? exec_zygote_fork(spec, dir_fd, lock_fd, ready[1], err)
-                                      : EXEC_ZYGOTE_GONE;
+    int rc = exec_zygote_running() ? exec_zygote_fork(spec, dir_fd, lock_fd, ready[1], err)
+                                   : EXEC_ZYGOTE_GONE;
+    pid_t spawned = 0;
     /* No zygote, or one that died before it got this request (the daemon sees it go and
      * starts another): the attempt is not lost for that, it is spawned from here. */
-    if (pid == EXEC_ZYGOTE_GONE)
-        pid = exec_spawn_supervisor(spec, dir_fd, lock_fd, ready[1], err);
+    if (rc == EXEC_ZYGOTE_GONE) {
+        spawned = exec_spawn_supervisor(spec, dir_fd, lock_fd, ready[1], err);
+        rc = spawned > 0 ? 0 : -1;
+    }
     close(ready[1]);
-    if (pid == -1) {
+    if (rc == -1) {
         close(ready[0]);
         errno = EAGAIN; /* not the disk's doing */
         return -1;
     }
-    int rc = exec_wait_ready(ready[0], spec->run_dir, err);
+    pid_t pid = exec_wait_ready(ready[0], spec->run_dir, err);
     int error = errno;
     close(ready[0]);
-    if (rc == 0)
+    if (pid > 0)
         return pid;
-    while (waitpid(pid, &wstatus, 0) == -1 && errno == EINTR)
-        ;
+    if (spawned > 0) /* ours to reap; a zygote's child is the zygote's */
+        while (waitpid(spawned, &wstatus, 0) == -1 && errno == EINTR)
+            ;
     errno = error;
     return -1;
+}
+
+/* Whether a supervisor of a drover before 0.5 holds the `lock` file of the run directory dir_fd
+ * (it locked that file, not the directory). False when there is none, as for every attempt
+ * started since. Sets errno to 0 when it returns true. */
+static bool exec_legacy_lock_held(int dir_fd)
+{
+    int fd = openat(dir_fd, "lock", O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+    if (fd == -1)
+        return false;
+    bool held = flock(fd, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK;
+    close(fd);
+    if (held)
+        errno = 0;
+    return held;
 }
 
 /* Removes what an earlier try left (the caller holds the lock). Returns 0 or -1 with errno. */
@@ -126,14 +152,18 @@ int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err)
         *err = xasprintf("%s: %s", spec->run_dir, strerror(error));
         goto out;
     }
-    /* Taken before the fork, the lock is held from the instant the supervisor exists. */
-    lock_fd = openat(dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
-    if (lock_fd == -1 || flock(lock_fd, LOCK_EX | LOCK_NB) == -1) {
-        error = errno;
+    /* The lock is the run directory itself, through a descriptor of its own (an open file
+     * description apart from dir_fd's, which the supervisor's output drainer keeps): no file is
+     * created for it, and a file creation is the costliest thing an attempt asks of the file
+     * system. Taken before the fork, it is held from the instant the supervisor exists. */
+    lock_fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock_fd == -1 || flock(lock_fd, LOCK_EX | LOCK_NB) == -1 ||
+        exec_legacy_lock_held(dir_fd)) {
+        error = lock_fd != -1 && errno == 0 ? EWOULDBLOCK : errno;
         if (lock_fd != -1 && error == EWOULDBLOCK)
             *err = xasprintf("%s: a supervisor is running there", spec->run_dir);
         else
-            *err = xasprintf("%s/lock: %s", spec->run_dir, strerror(error));
+            *err = xasprintf("%s: locking it: %s", spec->run_dir, strerror(error));
         goto out;
     }
     if (!fresh && exec_clear(dir_fd) == -1) {
@@ -277,11 +307,10 @@ enum exec_probe exec_probe(const char *run_dir, struct exec_status *status)
     if (exec_status_read(run_dir, status) == 0)
         return EXEC_DONE;
 
-    char *path = xasprintf("%s/lock", run_dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    free(path);
+    int fd = open(run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     /* Shared: two probes at once must not take each other for a supervisor. */
-    if (fd != -1 && flock(fd, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK) {
+    if (fd != -1 && ((flock(fd, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK) ||
+                     exec_legacy_lock_held(fd))) {
         close(fd);
         return EXEC_RUNNING;
     }

@@ -1,15 +1,17 @@
 /* exec/ — running one attempt of a task under a supervisor process.
  *
- * Each attempt has a run directory ($DROVER_HOME/runs/<task>/<attempt>/) holding:
- *   lock    flock()ed by the supervisor for its whole life: "is it alive?" without pids
+ * Each attempt has a run directory ($DROVER_HOME/runs/<task>/<attempt>/), itself flock()ed by the
+ * supervisor for its whole life ("is it alive?" without pids; through a descriptor of its own, so
+ * no lock file is created per attempt: drover before 0.5 locked a file named `lock` there, which
+ * exec_probe still honours for supervisors started by it), holding:
  *   pid     "<supervisor pid> <task pgid>\n", written by the supervisor (pgid 0 until forked)
  *   stdout, stderr   the task's output, relayed by the supervisor from pipes (exec/relay.c)
  *   status.tmp       space for the status, reserved when the supervisor starts
  *   status  JSON, written into status.tmp, fsync'ed and renamed into place before the supervisor
  *           exits: the only file exec_probe reads a status from
  *
- * The supervisor is a fork of the caller (the daemon) that runs no daemon code: it closes every
- * inherited descriptor but the lock, starts its own session, forks the task into a new session
+ * The supervisor is a fork of the zygote (exec/zygote.c) that runs no daemon code: it closes every
+ * inherited descriptor but the lock, the run directory and the ready pipe, starts its own session, forks the task into a new session
  * and process group (argv exec'd directly, PATH searched with the task's environment, its stdout
  * and stderr pipes that the supervisor drains into the logs), enforces
  * the time limit (SIGTERM to the group, SIGKILL after the grace period, grandchildren included),

@@ -76,15 +76,6 @@ static int64_t supervisor_clock_ms(clockid_t clock)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void supervisor_reset_signals(void)
-{
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-
-    sigemptyset(&dfl.sa_mask);
-    for (int sig = 1; sig < NSIG; sig++)
-        sigaction(sig, &dfl, NULL); /* fails, harmlessly, for SIGKILL, SIGSTOP and libc's own */
-}
-
 /* Moves the three kept descriptors to their fixed numbers, closes all others, and points 0, 1 and
  * 2 at /dev/null: a surviving supervisor must not hold the daemon's socket, database or lock. */
 static int supervisor_setup_fds(int lock_fd, int dir_fd, int ready_fd)
@@ -279,7 +270,7 @@ static void __attribute__((noreturn)) supervisor_task(const struct exec_spec *sp
     failure.stage = STAGE_CHDIR;
     if (chdir(spec->workdir != NULL ? spec->workdir : "/") == -1)
         goto fail;
-    /* Dispositions are already the defaults (supervisor_run reset them); the mask is not. */
+    /* Dispositions are already the defaults (see supervisor_run); the mask is not. */
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     if (spec->set_umask)
@@ -522,9 +513,9 @@ void supervisor_run(const struct exec_spec *spec, int lock_fd, int dir_fd, int r
     ssize_t written;
 
     relay_init(&sup.relay);
-    /* Entered with every signal blocked (exec_start saw to it), so no handler of the daemon's can
-     * run here before this reset. */
-    supervisor_reset_signals();
+    /* Entered with every signal blocked and every disposition the default: its two makers see
+     * to both (spawn.c's posix_spawn with POSIX_SPAWN_SETSIGDEF, and the zygote, itself spawned
+     * so and installing no handler); resetting all 64 here cost 64 system calls a task. */
     if (setsid() == -1 || supervisor_setup_fds(lock_fd, dir_fd, ready_fd) == -1)
         _exit(127); /* exec_start sees the ready pipe close without a word */
     /* Before the word: an attempt that starts has the room for its end (or never starts), and
@@ -534,7 +525,8 @@ void supervisor_run(const struct exec_spec *spec, int lock_fd, int dir_fd, int r
         error = supervisor_write_pid(0);
     if (error == 0)
         error = supervisor_reserve_status(&sup);
-    written = write(SUPERVISOR_READY_FD, &error, sizeof error);
+    struct exec_ready word = {error, (int32_t)getpid()};
+    written = write(SUPERVISOR_READY_FD, &word, sizeof word);
     (void)written;
     close(SUPERVISOR_READY_FD);
     if (error != 0)

@@ -7,11 +7,15 @@
  * pages are all it shares, and it never writes them while supervisors live. Measured in
  * docs/BENCHMARKS.md.
  *
- * Protocol on a socketpair (stream): daemon -> zygote, a 4-byte length, the spec as JSON, and the
- * lock, run_dir and ready-pipe descriptors as SCM_RIGHTS on the same sendmsg; zygote -> daemon,
- * 8-byte records {type, pid}: ZYGOTE_FORKED answers a request, ZYGOTE_EXITED reports a reaped
- * supervisor. The zygote exits when the daemon's end closes; supervisors it forked run on (they
- * are the run directory's, not the zygote's), and a restarted daemon re-adopts them.
+ * Protocol on a socketpair (stream): daemon -> zygote, a 4-byte length, the spec (spawn.c's wire
+ * form), and the lock, run_dir and ready-pipe descriptors as SCM_RIGHTS on the same sendmsg;
+ * zygote -> daemon, 8-byte records {ZYGOTE_EXITED, pid} for each reaped supervisor. A request has
+ * no answer on the socket: the supervisor's ready word carries its pid (exec.c), and a failed
+ * fork writes its errno there instead; waiting for an answer here too cost the daemon a second
+ * sleep per start (issue 13). The zygote does not even decode the spec: the supervisor does, in
+ * its own pages, so that the zygote's heap stays as it was while supervisors share it. The
+ * zygote exits when the daemon's end closes; supervisors it forked run on (they are the run
+ * directory's, not the zygote's), and a restarted daemon re-adopts them.
  */
 #include "exec/exec-internal.h"
 #include "util/io.h"
@@ -19,7 +23,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -31,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { ZYGOTE_FORKED = 1, ZYGOTE_EXITED = 2 };
+enum { ZYGOTE_EXITED = 2 };
 enum { ZYGOTE_SOCK_FD = 3 };
 
 struct zygote_record {
@@ -41,9 +44,6 @@ struct zygote_record {
 
 static int zygote_fd = -1;          /* the daemon's end */
 static pid_t zygote_pid = -1;
-static pid_t *zygote_exited;        /* exit notices read while waiting for a FORKED answer */
-static size_t zygote_nexited, zygote_cap;
-
 /* ---- the daemon's side ------------------------------------------------------------------- */
 
 int exec_zygote_start(char **err)
@@ -85,7 +85,6 @@ void exec_zygote_stop(void)
     if (zygote_pid > 0)
         waitpid(zygote_pid, NULL, 0);
     zygote_pid = -1;
-    zygote_nexited = 0;
 }
 
 bool exec_zygote_running(void)
@@ -93,17 +92,12 @@ bool exec_zygote_running(void)
     return zygote_fd != -1;
 }
 
-static void zygote_note_exit(pid_t pid)
+int exec_zygote_fork(const struct exec_spec *spec, int dir_fd, int lock_fd, int ready_fd,
+                     char **err)
 {
-    xgrow((void **)&zygote_exited, &zygote_cap, zygote_nexited + 1, sizeof *zygote_exited);
-    zygote_exited[zygote_nexited++] = pid;
-}
-
-pid_t exec_zygote_fork(const struct exec_spec *spec, int dir_fd, int lock_fd, int ready_fd,
-                       char **err)
-{
-    char *text = exec_spec_encode(spec);
-    uint32_t len = (uint32_t)strlen(text);
+    size_t size;
+    char *text = exec_spec_encode(spec, &size);
+    uint32_t len = (uint32_t)size;
     unsigned char hdr[4] = {len >> 24, len >> 16, len >> 8, len};
     int fds[3] = {lock_fd, dir_fd, ready_fd};
     char control[CMSG_SPACE(sizeof fds)];
@@ -124,28 +118,18 @@ pid_t exec_zygote_fork(const struct exec_spec *spec, int dir_fd, int lock_fd, in
     }
     int rc = sent == (ssize_t)sizeof hdr ? io_write_all(zygote_fd, text, len) : -1;
     free(text);
-    struct zygote_record rec;
-    while (rc == 0 && (rc = io_read_all(zygote_fd, &rec, sizeof rec)) == 0) {
-        if (rec.type == ZYGOTE_FORKED)
-            break;
-        zygote_note_exit(rec.pid);
-    }
     if (rc == -1) {
+        /* Part of a request went: the zygote will read the rest as garbage and leave, and
+         * the ready pipe says the supervisor never came. */
         *err = xstrdup("the zygote is gone");
         return -1;
     }
-    if (rec.pid <= 0) {
-        *err = xasprintf("fork: %s", strerror(-rec.pid));
-        return -1;
-    }
-    return rec.pid;
+    return 0;
 }
 
 int exec_zygote_exited(pid_t *pids, int max)
 {
     int n = 0;
-    while (zygote_nexited > 0 && n < max)
-        pids[n++] = zygote_exited[--zygote_nexited];
     while (n < max) {
         struct pollfd p = {zygote_fd, POLLIN, 0};
         if (poll(&p, 1, 0) != 1)
@@ -161,8 +145,9 @@ int exec_zygote_exited(pid_t *pids, int max)
 
 /* ---- the zygote's side ------------------------------------------------------------------- */
 
-/* Receives one request: its spec and its three descriptors. -1 at EOF or on a bad frame. */
-static json_t *zygote_receive(int fds[3])
+/* Receives one request: its spec's bytes (*len of them) and its three descriptors. NULL at EOF
+ * or on a bad frame. */
+static char *zygote_receive(int fds[3], size_t *len)
 {
     unsigned char hdr[4];
     char control[CMSG_SPACE(3 * sizeof(int))];
@@ -178,13 +163,13 @@ static json_t *zygote_receive(int fds[3])
         cm->cmsg_len != CMSG_LEN(3 * sizeof(int)))
         return NULL;
     memcpy(fds, CMSG_DATA(cm), 3 * sizeof(int));
-    uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
-    char *text = xmalloc(len + 1);
-    json_t *spec = NULL;
-    if (io_read_all(ZYGOTE_SOCK_FD, text, len) == 0)
-        spec = json_loadb(text, len, 0, NULL);
-    free(text);
-    return spec;
+    *len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+    char *buf = xmalloc(*len + 1);
+    if (io_read_all(ZYGOTE_SOCK_FD, buf, *len) == -1) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }
 
 static void zygote_reap(void)
@@ -200,23 +185,27 @@ static void zygote_reap(void)
 static void zygote_fork_one(void)
 {
     int fds[3];
-    json_t *o = zygote_receive(fds);
-    if (o == NULL)
+    size_t len;
+    char *buf = zygote_receive(fds, &len);
+    if (buf == NULL)
         _exit(0); /* the daemon closed its end, or spoke nonsense */
-    struct exec_spec spec;
-    exec_spec_decode(o, &spec);
     pid_t pid = fork();
     if (pid == 0) {
         close(ZYGOTE_SOCK_FD);
+        struct exec_spec spec;
+        if (exec_spec_decode(buf, len, &spec) == -1)
+            _exit(127); /* the ready pipe closes without a word */
+        free(buf);
         supervisor_run(&spec, fds[0], fds[1], fds[2]);
     }
-    struct zygote_record rec = {ZYGOTE_FORKED, pid > 0 ? pid : -errno};
-    exec_spec_release(&spec);
-    json_decref(o);
+    if (pid == -1) {
+        struct exec_ready word = {errno, 0};
+        ssize_t w = write(fds[2], &word, sizeof word); /* the daemon reads why */
+        (void)w;
+    }
+    free(buf);
     for (int i = 0; i < 3; i++)
         close(fds[i]);
-    if (io_write_all(ZYGOTE_SOCK_FD, &rec, sizeof rec) == -1)
-        _exit(0);
 }
 
 int exec_zygote_main(void)

@@ -12,10 +12,22 @@
 int store_audit(struct store *st, int64_t now, uid_t uid, const char *user, const char *op,
                 const char *target, const char *detail)
 {
-    return store_write(st, STORE_QUERY(st, "INSERT INTO audit (ts, uid, user, op, target, detail)"
-                                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                                       STORE_INT(now), STORE_INT(uid), STORE_TEXT(user),
-                                       STORE_TEXT(op), STORE_TEXT(target), STORE_TEXT(detail)));
+    sqlite3_stmt *s = store_prepare_cached(st, "INSERT INTO audit (ts, uid, user, op, target,"
+                                               " detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    if (s == NULL)
+        return store_failed(st, sqlite3_errcode(store_db(st)));
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_int64(s, 2, uid);
+    sqlite3_bind_text(s, 3, user, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, op, -1, SQLITE_STATIC);
+    if (target != NULL)
+        sqlite3_bind_text(s, 5, target, -1, SQLITE_STATIC);
+    if (detail != NULL)
+        sqlite3_bind_text(s, 6, detail, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    rc = rc == SQLITE_DONE ? 0 : store_failed(st, rc);
+    store_cached_done(s);
+    return rc;
 }
 
 static json_t *audit_row(sqlite3_stmt *s, void *arg)

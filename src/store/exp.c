@@ -43,19 +43,6 @@ int store_trial_insert(struct store *st, const char *exp, int trial, int64_t tas
     return rc;
 }
 
-char *store_trial_of_task(struct store *st, int64_t task, int *trial)
-{
-    sqlite3_stmt *s = STORE_QUERY(st, "SELECT exp, trial FROM trials WHERE task_id = ?1",
-                                  STORE_INT(task));
-    char *exp = NULL;
-    if (s != NULL && sqlite3_step(s) == SQLITE_ROW) {
-        exp = xstrdup((const char *)sqlite3_column_text(s, 0));
-        *trial = sqlite3_column_int(s, 1);
-    }
-    sqlite3_finalize(s);
-    return exp;
-}
-
 int store_metric_insert(struct store *st, int64_t task, int64_t step, const char *name,
                         double value, int64_t now)
 {

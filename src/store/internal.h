@@ -10,6 +10,11 @@
 sqlite3 *store_db(struct store *st);
 /* Prepares a one-off statement, or returns NULL (the error is SQLite's). */
 sqlite3_stmt *store_prepare(struct store *st, const char *sql);
+/* A statement run often (per task), compiled once and kept by the store: sql must be a string
+ * literal (it is looked up by address). The caller binds and steps it, then gives it back with
+ * store_cached_done (never sqlite3_finalize). NULL if it does not compile. */
+sqlite3_stmt *store_prepare_cached(struct store *st, const char *sql);
+void store_cached_done(sqlite3_stmt *s);
 /* Steps a statement that returns no rows and finalizes it; 0, or -1 (also for s == NULL). */
 int store_step_once(sqlite3_stmt *s);
 /* Records SQLite's error rc (its message from the handle) for store_error() and

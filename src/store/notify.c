@@ -11,7 +11,7 @@
 
 json_t *store_task_brief(struct store *st, int64_t id)
 {
-    sqlite3_stmt *s = store_prepare(st, "SELECT name, user, notify FROM tasks WHERE id = ?1");
+    sqlite3_stmt *s = store_prepare_cached(st, "SELECT name, user, notify FROM tasks WHERE id = ?1");
     json_t *o = NULL;
     if (s == NULL)
         return NULL;
@@ -24,7 +24,7 @@ json_t *store_task_brief(struct store *st, int64_t id)
                       user ? user : store_own_user(), "notify",
                       notify ? json_string(notify) : json_null());
     }
-    sqlite3_finalize(s);
+    store_cached_done(s);
     return o;
 }
 

@@ -12,7 +12,8 @@
 
 enum {
     Q_INSERT_ENV, Q_FIND_ENV, Q_INSERT_TASK, Q_FIND_KEY, Q_STATE, Q_SET_STATE, Q_ATT_START,
-    Q_ATT_END, Q_EXEC_INFO, Q_SPEC, Q_NQUERIES
+    Q_ATT_END, Q_EXEC_INFO, Q_SPEC, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_ATT_RUNNING, Q_TRIAL,
+    Q_NQUERIES
 };
 
 static const char *const store_sql[Q_NQUERIES] = {
@@ -41,13 +42,20 @@ static const char *const store_sql[Q_NQUERIES] = {
         " exit_code = ?5, signal = ?6, outcome = ?7, reason = ?8 WHERE task_id = ?1 AND n = ?2",
     [Q_EXEC_INFO] =
         "SELECT t.command, e.json, t.workdir, t.timeout_ms, t.array_index, t.stall_ms, t.uid,"
-        " t.user, t.name, t.gpus, t.gpu_type, t.cpus, t.mem, t.array_id, t.array_limit"
+        " t.user, t.name, t.gpus, t.gpu_type, t.cpus, t.mem, t.array_id, t.array_limit, t.env_id"
         " FROM tasks t"
         " JOIN envs e ON e.id = t.env_id WHERE t.id = ?1",
     [Q_SPEC] =
         "SELECT priority, submit_time, gpus, gpu_mem, cpus, mem, timeout_ms, retries, backoff,"
         " deps, array_id, array_limit, base_attempts, attempts, gpu_type, uid, backend"
         " FROM tasks WHERE id = ?1",
+    /* Statements run for every task are compiled once (issue 13: compiling them per call was
+     * a tenth of the daemon's CPU per task). */
+    [Q_BEGIN] = "BEGIN IMMEDIATE",
+    [Q_COMMIT] = "COMMIT",
+    [Q_ROLLBACK] = "ROLLBACK",
+    [Q_ATT_RUNNING] = "UPDATE tasks SET state = 'running', reason = NULL, attempts = ?2 WHERE id = ?1",
+    [Q_TRIAL] = "SELECT exp, trial FROM trials WHERE task_id = ?1",
 };
 
 struct store {
@@ -57,6 +65,17 @@ struct store {
     int code; /* SQLite's primary result code of that error */
     store_txn_fn txn_end; /* store_on_txn_end (daemon/events.c) */
     void *txn_arg;
+    /* The environment last read by store_task_exec_info, parsed: an array's tasks, and most
+     * tasks of one person, share one (envs are stored once), so a start parses none. */
+    int64_t env_id;
+    char *env_text;
+    json_t *env;
+    /* store_prepare_cached's statements, by their SQL's address. */
+    struct store_cached {
+        const char *sql;
+        sqlite3_stmt *s;
+    } cached[16];
+    int ncached;
 };
 
 void store_on_txn_end(struct store *st, store_txn_fn fn, void *arg)
@@ -147,14 +166,20 @@ void store_close(struct store *st)
         return;
     for (int i = 0; i < Q_NQUERIES; i++)
         sqlite3_finalize(st->q[i]);
+    json_decref(st->env);
+    free(st->env_text);
+    for (int i = 0; i < st->ncached; i++)
+        sqlite3_finalize(st->cached[i].s);
     sqlite3_close(st->db);
     free(st->error);
     free(st);
 }
 
+static int store_step_done(struct store *st, sqlite3_stmt *s);
+
 void store_begin(struct store *st)
 {
-    if (store_exec(st, "BEGIN IMMEDIATE") < 0)
+    if (store_step_done(st, st->q[Q_BEGIN]) < 0)
         fatalx("store: cannot begin a transaction: %s", st->error);
 }
 
@@ -165,7 +190,7 @@ static void store_rollback_keep(struct store *st)
     char *why = st->error;
     int code = st->code;
     st->error = NULL;
-    store_exec(st, "ROLLBACK");
+    store_step_done(st, st->q[Q_ROLLBACK]);
     free(st->error);
     st->error = why;
     st->code = code;
@@ -173,7 +198,7 @@ static void store_rollback_keep(struct store *st)
 
 int store_commit(struct store *st)
 {
-    if (store_exec(st, "COMMIT") < 0) {
+    if (store_step_done(st, st->q[Q_COMMIT]) < 0) {
         store_rollback_keep(st);
         if (st->txn_end)
             st->txn_end(st->txn_arg, false);
@@ -361,11 +386,10 @@ int store_attempt_start(struct store *st, int64_t task, int attempt, core_time n
     json_decref(gpus);
     if (store_step_done(st, s) < 0)
         return -1;
-    char *sql = xasprintf("UPDATE tasks SET state = 'running', reason = NULL, attempts = %d"
-                          " WHERE id = %lld", attempt, (long long)task);
-    int rc = store_exec(st, sql);
-    free(sql);
-    return rc;
+    s = st->q[Q_ATT_RUNNING];
+    sqlite3_bind_int64(s, 1, task);
+    sqlite3_bind_int(s, 2, attempt);
+    return store_step_done(st, s);
 }
 
 int store_attempt_end(struct store *st, int64_t task, int attempt, core_time start,
@@ -464,6 +488,28 @@ sqlite3_stmt *store_prepare(struct store *st, const char *sql)
     return s;
 }
 
+sqlite3_stmt *store_prepare_cached(struct store *st, const char *sql)
+{
+    for (int i = 0; i < st->ncached; i++)
+        if (st->cached[i].sql == sql)
+            return st->cached[i].s;
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK)
+        return NULL;
+    if (st->ncached == (int)(sizeof st->cached / sizeof st->cached[0]))
+        fatalx("store_prepare_cached: more than %d statements", st->ncached);
+    st->cached[st->ncached++] = (struct store_cached){sql, s};
+    return s;
+}
+
+void store_cached_done(sqlite3_stmt *s)
+{
+    if (s != NULL) {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+    }
+}
+
 int store_step_once(sqlite3_stmt *s)
 {
     int rc = s != NULL && sqlite3_step(s) == SQLITE_DONE ? 0 : -1;
@@ -488,8 +534,17 @@ json_t *store_task_exec_info(struct store *st, int64_t id)
         info = json_object();
         json_object_set_new(info, "command",
                             json_loads((const char *)sqlite3_column_text(s, 0), 0, NULL));
-        json_object_set_new(info, "env",
-                            json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL));
+        /* The text is compared too: an id a rolled-back insert used may come back. */
+        const char *env_text = (const char *)sqlite3_column_text(s, 1);
+        if (st->env == NULL || st->env_id != sqlite3_column_int64(s, 15) ||
+            strcmp(st->env_text, env_text) != 0) {
+            json_decref(st->env);
+            free(st->env_text);
+            st->env = json_loads(env_text, 0, NULL);
+            st->env_text = xstrdup(env_text);
+            st->env_id = sqlite3_column_int64(s, 15);
+        }
+        json_object_set(info, "env", st->env); /* shared: callers only read it */
         json_object_set_new(info, "workdir",
                             json_string((const char *)sqlite3_column_text(s, 2)));
         json_object_set_new(info, "timeout_ms", json_integer(sqlite3_column_int64(s, 3)));
@@ -585,4 +640,18 @@ int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
     free(backoff);
     free(deptext);
     return 0;
+}
+
+char *store_trial_of_task(struct store *st, int64_t task, int *trial)
+{
+    sqlite3_stmt *s = st->q[Q_TRIAL];
+    char *exp = NULL;
+    sqlite3_bind_int64(s, 1, task);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        exp = xstrdup((const char *)sqlite3_column_text(s, 0));
+        *trial = sqlite3_column_int(s, 1);
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return exp;
 }

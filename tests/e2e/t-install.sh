@@ -24,7 +24,7 @@ for f in usr/bin/drover usr/lib/systemd/system/drover.service usr/share/man/man1
     [ -f "$ROOT/$f" ] || fail "not installed: /$f"
 done
 [ -x "$ROOT/usr/bin/drover" ] || fail "the installed binary is not executable"
-expect_eq "$("$ROOT/usr/bin/drover" --version | cut -d' ' -f1-2)" "drover 0.4" "the installed binary's --version"
+expect_eq "$("$ROOT/usr/bin/drover" --version | cut -d' ' -f1-2)" "drover 0.5" "the installed binary's --version"
 grep -qx 'ExecStart=/usr/bin/drover daemon --system' "$ROOT/usr/lib/systemd/system/drover.service" ||
     fail "the unit does not start the installed binary: $(grep ExecStart "$ROOT/usr/lib/systemd/system/drover.service")"
 grep -qx 'KillMode=process' "$ROOT/usr/lib/systemd/system/drover.service" ||

@@ -1029,13 +1029,16 @@ static void test_no_inherited_descriptors(void **state)
     snprintf(pipe_name, sizeof pipe_name, "pipe:[%lu]", (unsigned long)st.st_ino);
 
     pid_t supervisor = start(&spec);
-    /* Settled when exec_start returns: 0-2 /dev/null, 3 the lock, 4 the run dir. */
+    /* Settled when exec_start returns: 0-2 /dev/null, 3 the lock (the run dir), 4 the run dir. */
     check_fds(supervisor, 4, true, pipe_name, file_name);
     snprintf(path, sizeof path, "/proc/%d/fd/3", (int)supervisor);
     ssize_t n = readlink(path, target, sizeof target - 1);
     assert_true(n > 0);
     target[n] = '\0';
-    assert_non_null(strstr(target, "/runs/7/1/lock"));
+    /* The lock is the run directory itself (no lock file is made). */
+    size_t tl = strlen(target);
+    assert_true(tl >= strlen("/runs/7/1"));
+    assert_string_equal(target + tl - strlen("/runs/7/1"), "/runs/7/1");
     snprintf(path, sizeof path, "/proc/%d/fd/0", (int)supervisor);
     n = readlink(path, target, sizeof target - 1);
     assert_true(n > 0);
@@ -1069,7 +1072,7 @@ static void test_ready_pipe_without_reader(void **state)
 
     assert_int_equal(paths_mkdir_p(f->run_dir), 0);
     int dir_fd = open(f->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int lock_fd = openat(dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int lock_fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* as exec_start */
     assert_true(dir_fd >= 0 && lock_fd >= 0);
     assert_int_equal(flock(lock_fd, LOCK_EX | LOCK_NB), 0);
     assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
@@ -1086,6 +1089,32 @@ static void test_ready_pipe_without_reader(void **state)
     free(out);
 }
 
+/* A supervisor of a drover before 0.5 locked a `lock` file in the run directory, not the
+ * directory: a daemon upgraded while it runs still sees it running, and starts nothing there. */
+static void test_legacy_lock_file(void **state)
+{
+    struct fixture *f = *state;
+    struct exec_status status;
+    char *argv[] = {"true", NULL};
+    struct exec_spec spec = spec_for(f, argv);
+    pid_t pid;
+    char *err = NULL;
+
+    assert_int_equal(paths_mkdir_p(f->run_dir), 0);
+    assert_int_equal(exec_probe(f->run_dir, &status), EXEC_NOT_STARTED);
+    int dir = open(f->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int old = openat(dir, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    close(dir);
+    assert_true(old >= 0);
+    assert_int_equal(flock(old, LOCK_EX | LOCK_NB), 0); /* the old supervisor */
+    assert_int_equal(exec_probe(f->run_dir, &status), EXEC_RUNNING);
+    assert_int_equal(exec_start(&spec, &pid, &err), -1);
+    assert_non_null(strstr(err, "a supervisor is running there"));
+    free(err);
+    close(old); /* it ended without a status: lost, as before */
+    assert_int_equal(exec_probe(f->run_dir, &status), EXEC_NOT_STARTED);
+}
+
 int main(int argc, char **argv)
 {
     /* exec_start spawns /proc/self/exe __supervise: this test binary plays drover's part. */
@@ -1094,6 +1123,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exit_zero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ready_pipe_without_reader, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_legacy_lock_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exit_code_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killing_signal_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_captured, setup, teardown),

@@ -162,7 +162,7 @@ static void test_task_families(void **state)
     assert_line(out, "drover_attempts_total{outcome=\"failed\"} 5");
     assert_line(out, "drover_attempts_total{outcome=\"not_started\"} 0");
     assert_line(out, "drover_telemetry_last_sample_timestamp_seconds 1764379999");
-    assert_line(out, "drover_build_info{version=\"0.4\"} 1");
+    assert_line(out, "drover_build_info{version=\"0.5\"} 1");
     free(out);
 }
 
@@ -268,11 +268,11 @@ static void test_promtool_accepts(void **state)
 static void test_empty_and_garbage(void **state)
 {
     char *out = metrics_render(NULL);
-    assert_line(out, "drover_build_info{version=\"0.4\"} 1");
+    assert_line(out, "drover_build_info{version=\"0.5\"} 1");
     free(out);
     for (size_t i = 0; i < sizeof odd_inputs / sizeof odd_inputs[0]; i++) {
         out = render_json(odd_inputs[i]);
-        assert_line(out, "drover_build_info{version=\"0.4\"} 1");
+        assert_line(out, "drover_build_info{version=\"0.5\"} 1");
         assert_no_text(out, "NaN");
         assert_no_text(out, "drover_queue_length");
         assert_no_text(out, "drover_draining");
