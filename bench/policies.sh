@@ -4,13 +4,17 @@
 # list; a Markdown table of average JCT, p99 wait, max wait and utilisation, with each policy's
 # ratio to fifo. Usage: bench/policies.sh [BUILD_DIR] [TRACES_DIR]
 #   LIMITS=none|exact|x2 (default none)    POLICIES="fifo backfill drover"
+#   SIZE=full (default) | half: overloaded instead — each ITP cluster on half its nodes (rounded
+#   up), and the 100,000-job trace of bench/sim-speed.sh on 176x8 (135% of its load); no Alibaba.
 set -euo pipefail
 BUILD=${1:-build}
 TRACES=${2:-$(cd "$(dirname "$0")/../.." && pwd)/shared/traces}
 DROVER=$(readlink -f "$BUILD/drover")
 LIMITS=${LIMITS:-none}
 POLICIES=${POLICIES:-fifo backfill drover}
+SIZE=${SIZE:-full}
 [ -d "$TRACES/itp-2021" ] || { echo "no traces at $TRACES" >&2; exit 1; }
+case $SIZE in full|half) ;; *) echo "SIZE is full or half" >&2; exit 2 ;; esac
 
 # Offered load (average busy GPUs) per ITP cluster, from the traces README.
 declare -A LOAD=([01]=27.7 [02]=86.0 [03]=139.5 [04]=490.8 [05]=10.0 [06]=86.3 [07]=255.1
@@ -37,25 +41,66 @@ run() { # run KEY LABEL ARGS...: one row per policy
             rw = fw > 0 ? sprintf("%.2f", wm / fw) : "-"
             printf "| %s | %s | %.2f | %s | %.2f | %.2f | %s | %.1f%% |\n",
                    n, p, jct / 3600, rj, w / 3600, wm / 3600, rw, 100 * u }'
-        echo "$key $p $jct $waitmax" >> "$SUMMARY"
+        echo "$key $p $jct $waitmax $name" >> "$SUMMARY"
     done
 }
 
 SUMMARY=$(mktemp)
-trap 'rm -f "$SUMMARY"' EXIT
-echo "limits: $LIMITS"
+WORK=$(mktemp -d)
+trap 'rm -rf "$SUMMARY" "$WORK"' EXIT
+echo "limits: $LIMITS, size: $SIZE"
 echo
 echo "| trace | policy | avg JCT h | JCT / fifo | p99 wait h | max wait h | max wait / fifo | GPU util |"
 echo "|---|---|---|---|---|---|---|---|"
 for c in 01 02 03 04 05 06 07 08 09 10; do
     nodes=$(awk -v l="${LOAD[$c]}" 'BEGIN { n = l / 0.9 / 8; printf "%d", (n == int(n)) ? n : int(n) + 1 }')
+    [ "$SIZE" = half ] && nodes=$(( (nodes + 1) / 2 ))
     run itp "itp cluster$c (${nodes}x8)" --trace "$TRACES/itp-2021/cluster$c.csv" --cluster "${nodes}x8"
 done
+# Summed average JCT per policy over the ten ITP clusters (issue 3's target: drover's <= 0.7x
+# fifo's at full size), and drover's against backfill's on each run (issue 13, part 3: on
+# overloaded clusters drover no slower than EASY backfill).
+vs_backfill() {
+    awk '$1 == "itp" { jct[$2] += $3 } END {
+        for (p in jct) printf "- sum of average JCT over the ten ITP clusters, %s: %.1f h (%.3f x fifo)\n",
+            p, jct[p] / 3600, jct[p] / jct["fifo"] }' "$SUMMARY" | sort
+    awk 'NF > 4 { name = $0; for (i = 1; i <= 4; i++) sub(/^[^ ]+ /, "", name) }
+        NF > 4 && $2 == "backfill" { b[name] = $3 }
+        NF > 4 && $2 == "drover" { d[name] = $3; order[n++] = name }
+        END {
+            worse = 0; m = 0
+            for (i = 0; i < n; i++) {
+                k = order[i]
+                if (!(k in b)) continue
+                m++
+                if (sprintf("%.2f", d[k] / 3600) + 0 > sprintf("%.2f", b[k] / 3600) + 0) {
+                    worse++
+                    printf "- drover slower than backfill on %s: %.2f h vs %.2f h\n", k, d[k] / 3600, b[k] / 3600
+                }
+            }
+            if (m > 0) printf "- drover no slower than backfill on %d of %d runs\n", m - worse, m }' "$SUMMARY"
+}
+if [ "$SIZE" = half ]; then
+    # The 100,000-job trace of bench/sim-speed.sh (every ITP cluster's jobs, then cluster04, 07
+    # and 08 again under new ids), on 176x8: 135% of its load, more than 10,000 jobs waiting.
+    ITP=$TRACES/itp-2021
+    {
+        for f in "$ITP"/cluster*.csv; do
+            awk -F, -v c="$(basename "$f" .csv)" 'NR > 1 { print c "-" $1 "," $2 "," $3 "," $4 }' "$f"
+        done
+        for c in 04 07 08; do
+            awk -F, -v c="again$c" 'NR > 1 { print c "-" $1 "," $2 "," $3 "," $4 }' "$ITP/cluster$c.csv"
+        done
+    } | awk 'NR <= 100000' > "$WORK/100k.csv"
+    run big "100k ITP jobs (176x8, 135% of load)" --trace "$WORK/100k.csv" --cluster 176x8
+    echo
+    vs_backfill
+    exit 0
+fi
 A=$TRACES/alibaba-gpu-2023
 # The full node list (1,213 nodes) never makes a task wait; cut down to its first two 8-GPU nodes
 # (16 GPUs; gpushare100 peaks at 25.6 GPUs' worth of fractions), they do.
-CUT=$(mktemp)
-trap 'rm -f "$SUMMARY" "$CUT"' EXIT
+CUT=$WORK/cut.csv
 { head -1 "$A/openb_node_list_gpu_node.csv"; awk -F, 'NR > 1 && $4 == 8 && n++ < 2' "$A/openb_node_list_gpu_node.csv"; } > "$CUT"
 for t in default gpushare100; do
     run alibaba "alibaba $t (full node list)" --trace "$A/openb_pod_list_$t.csv" --nodes "$A/openb_node_list_gpu_node.csv"
@@ -63,9 +108,7 @@ for t in default gpushare100; do
 done
 echo
 # Sums over the ten ITP clusters: the target is drover's summed average JCT <= 0.7x fifo's.
-awk '$1 == "itp" { jct[$2] += $3 } END {
-    for (p in jct) printf "- sum of average JCT over the ten ITP clusters, %s: %.1f h (%.3f x fifo)\n",
-        p, jct[p] / 3600, jct[p] / jct["fifo"] }' "$SUMMARY" | sort
+vs_backfill
 
 # Packing by fraction against whole GPUs, on gpushare100 with the cut-down node list, drover's policy.
 echo

@@ -37,7 +37,7 @@ void core_attempt_track(struct core *core, struct core_task *t, const struct cor
     run->task = t;
     run->claimed = core_place_valid(&core->place, pl);
     if (run->claimed)
-        core_place_claim(&core->place, pl, &t->req, started);
+        core_place_claim(&core->place, pl, &t->req);
     /* core->running is kept youngest first, and by task id among attempts started at the same
      * time (sched.c reserves what the youngest hold): a start goes at or near the head; a
      * restored attempt may have to walk to its place. A Slurm attempt holds nothing here, so
@@ -77,7 +77,7 @@ void core_attempt_untrack(struct core *core, struct core_task *t)
 {
     struct core_run *run = t->run;
     if (run->claimed)
-        core_place_release(&core->place, &run->placement, &t->req, run->started);
+        core_place_release(&core->place, &run->placement, &t->req);
     bool slurm = t->backend == CORE_BACKEND_SLURM;
     if (run->prev != NULL)
         run->prev->next = run->next;

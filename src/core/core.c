@@ -94,7 +94,7 @@ void core_set_nodes(struct core *core, const struct core_node *nodes, int nnodes
     for (struct core_run *run = core->running; run != NULL; run = run->next) {
         run->claimed = core_place_valid(&core->place, &run->placement);
         if (run->claimed)
-            core_place_claim(&core->place, &run->placement, &run->task->req, run->started);
+            core_place_claim(&core->place, &run->placement, &run->task->req);
     }
 }
 

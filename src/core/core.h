@@ -202,7 +202,9 @@ struct core_policy {
      * delay it (it ends, by its time limit, before the blocked task could start, or it uses
      * only resources the blocked task will not need). Ignored when strict_order is set. */
     bool backfill;
-    /* Shared (--gpu-mem) tasks go to the fullest GPU they fit on; whole GPUs stay free. */
+    /* Shared (--gpu-mem) tasks go to the fullest GPU they fit on, and exclusive tasks of several
+     * GPUs to the node with the fewest idle GPUs; whole GPUs and nodes stay free. Off: first fit
+     * (one-GPU exclusive tasks use first fit either way: core_place_fit() says why). */
     bool best_fit;
     /* At most this many queued tasks are examined per scheduling pass past the first blocked
      * one (bounds the cost of a pass with a huge queue). 0 = no bound. */

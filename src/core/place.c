@@ -5,7 +5,6 @@
  * fullest GPUs it still fits on, so whole GPUs stay free for exclusive and multi-GPU tasks. */
 #include "core/place.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -379,10 +378,19 @@ bool core_place_fit_node(const struct core_place *place, int index,
                                              NULL, out, &free_sum);
 }
 
-/* Nodes are tried in order (first fit), except that under best fit a GPU request goes to the
- * node where it fits tightest: a shared one where its GPUs have the least memory left, an
- * exclusive one where the fewest GPUs are idle (and of those, where the attempts are oldest), so
- * that whole nodes stay free for big tasks. */
+/* Nodes are tried in order (first fit), except that under best fit a shared request goes to the
+ * node where its GPUs have the least memory left, and an exclusive request for several GPUs to
+ * the node with the fewest idle GPUs (ties: the lowest index), so that whole GPUs and whole nodes
+ * stay free for bigger tasks. An exclusive request for one GPU takes the first node with a GPU
+ * free, as first fit does. Why, measured (docs/BENCHMARKS.md, "Policies on real cluster
+ * traces"; durations are unknown, so no rule can aim at the node that frees first): sending
+ * one-GPU tasks to the fullest node as well, with ties to the node whose attempts are oldest on
+ * average, to the youngest, or to the lowest index, was slower than EASY backfill (first fit
+ * for everything) on some overloaded cluster every time. With the oldest, one-GPU tasks waited
+ * 20% longer than under first fit on a 100,000-job trace at 135% of its load (average JCT 8%
+ * worse than backfill's); with the others, two or three of the ITP clusters at half size were
+ * slower. The tight fit of several-GPU requests is where the gain is: with first fit for them
+ * too, the schedules are backfill's, 17% slower on that trace and 19% on one of those clusters. */
 bool core_place_fit(const struct core_place *place, const struct core_request *req, bool best_fit,
                     const struct core_place_reserve *rsv, struct core_placement *out)
 {
@@ -392,13 +400,13 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
         return place_fit_span(place, req, rsv, out);
     if (req->gpus > 0 && req->gpu_mem == 0 && !place_some_idle(place, req->gpus))
         return false;
-    bool tightest = best_fit && req->gpus > 0 && (req->gpu_mem > 0 || place->nnodes > 1);
     bool exclusive = req->gpus > 0 && req->gpu_mem == 0;
+    bool tightest = best_fit && (req->gpu_mem > 0 ? req->gpus > 0
+                                                  : req->gpus > 1 && place->nnodes > 1);
     /* The tightest a fit can be: then no other node can do better. */
     uint64_t perfect = req->gpu_mem > 0 ? req->gpu_mem * (uint64_t)req->gpus : (uint64_t)req->gpus;
     bool found = false;
     uint64_t best = 0;
-    double best_age = INFINITY;
     struct core_placement pl;
     memset(&pl, 0, sizeof pl); /* large: cleared once, and each node sets what it uses */
     for (int i = 0; i < place->nnodes; i++) {
@@ -414,17 +422,12 @@ bool core_place_fit(const struct core_place *place, const struct core_request *r
         if (req->gpus > 0 &&
             !place_node_gpus(node, place_link(place, i), i, req, best_fit, rsv, &pl, &free_sum))
             continue;
-        /* Among equally tight nodes, an exclusive request goes where the attempts are oldest
-         * on average: durations are heavy-tailed, so that node is likely to stay busy anyway,
-         * while one whose attempts are young will soon free whole for a big task. */
-        double age = node->runs > 0 ? node->started_sum / node->runs : INFINITY;
-        if (!found || free_sum < best || (exclusive && free_sum == best && age < best_age)) {
+        if (!found || free_sum < best) {
             *out = pl;
             best = free_sum;
-            best_age = age;
             found = true;
         }
-        if (!tightest || (best <= perfect && !exclusive))
+        if (!tightest || best <= perfect)
             break;
     }
     return found;
@@ -483,33 +486,25 @@ static void place_gpu_apply(struct core_place *place, struct core_place_node *no
     gpu->mem_claimed = place_sub(gpu->mem_claimed, mem);
 }
 
-/* Claims (sign 1) or releases (sign -1) a node's CPUs, memory and start-time sum for req. */
+/* Claims (sign 1) or releases (sign -1) a node's CPUs and memory for req. */
 static void place_node_apply(struct core_place_node *node, const struct core_request *req,
-                             core_time started, int sign)
+                             int sign)
 {
     if (sign > 0) {
         node->cpus_used += core_place_cpus(req);
         node->mem_used += req->mem;
-        node->runs++;
-        node->started_sum += (double)started;
         return;
     }
     node->cpus_used -= core_place_cpus(req);
     if (node->cpus_used < 0)
         node->cpus_used = 0;
     node->mem_used = place_sub(node->mem_used, req->mem);
-    if (--node->runs <= 0) {
-        node->runs = 0;
-        node->started_sum = 0;
-    } else {
-        node->started_sum -= (double)started;
-    }
 }
 
 /* What claim and release share: every GPU and node pl touches, with the open-capacity counts
  * taken out before and put back after. */
 static void place_apply(struct core_place *place, const struct core_placement *pl,
-                        const struct core_request *req, core_time started, int sign)
+                        const struct core_request *req, int sign)
 {
     const int *nodes;
     int nnodes = place_nodes_of(pl, &nodes);
@@ -521,21 +516,21 @@ static void place_apply(struct core_place *place, const struct core_placement *p
         struct core_place_node *node = &place->nodes[nodes[k]];
         for (int i = 0; i < place_ngpus_on(node, pl); i++)
             place_gpu_apply(place, node, &node->gpu[place_gpus_on(pl, i)], pl, sign);
-        place_node_apply(node, req, started, sign);
+        place_node_apply(node, req, sign);
     }
     place_count_open(place, pl, 1);
 }
 
 void core_place_claim(struct core_place *place, const struct core_placement *pl,
-                      const struct core_request *req, core_time started)
+                      const struct core_request *req)
 {
-    place_apply(place, pl, req, started, 1);
+    place_apply(place, pl, req, 1);
 }
 
 void core_place_release(struct core_place *place, const struct core_placement *pl,
-                        const struct core_request *req, core_time started)
+                        const struct core_request *req)
 {
-    place_apply(place, pl, req, started, -1);
+    place_apply(place, pl, req, -1);
 }
 
 void core_place_set_state(struct core_place *place, int node, int gpu,

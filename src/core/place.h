@@ -27,8 +27,6 @@ struct core_place_node {
     uint64_t mem;             /* 0 = not accounted */
     uint64_t mem_used;
     int gpus_busy;            /* GPUs with a task on them */
-    int runs;                 /* attempts on the node, and the sum of their start times */
-    double started_sum;
     struct core_place_gpu gpu[CORE_MAX_NODE_GPUS];
 };
 
@@ -98,11 +96,10 @@ bool core_place_span_ok(const struct core_place_node *node, const struct core_re
  * the lowest index, until they hold req->gpus. Reorders cand. */
 bool core_place_span_pick(const struct core_place *place, const struct core_request *req,
                           int *cand, int n, struct core_placement *out);
-/* started: when the attempt began (each node keeps the mean start of its attempts). */
 void core_place_claim(struct core_place *place, const struct core_placement *pl,
-                      const struct core_request *req, core_time started);
+                      const struct core_request *req);
 void core_place_release(struct core_place *place, const struct core_placement *pl,
-                        const struct core_request *req, core_time started);
+                        const struct core_request *req);
 /* Sets what the driver sees of a GPU, keeping the open-capacity count right. */
 void core_place_set_state(struct core_place *place, int node, int gpu,
                           const struct core_gpu_state *st);

@@ -20,6 +20,11 @@
  * everything released, it gets no reservation and does not hold anything back. Only the first
  * blocked task gets a reservation; later blocked ones are skipped.
  *
+ * Placement: where a task that may start goes is core_place_fit()'s (place.c): with best_fit, the
+ * tightest node for a shared task or an exclusive one of several GPUs, and the first node with a
+ * GPU free for an exclusive one-GPU task (measured: packing those too made overloaded clusters
+ * slower than EASY backfill; place.c says by how much).
+ *
  * Order: core_ready_next() (users.c): with fair share, the least-used user's next task first,
  * each user's own tasks in queue order; a user at its running or GPU limit is skipped whole, a
  * task asking for more GPUs than its user has left is skipped like one whose array is full.
@@ -252,7 +257,7 @@ static bool sched_release_fits(struct sched_pass *p, const struct core_run *run,
         return false;
     for (int k = 0; k < nnodes; k++)
         sched_scratch_node(core, nodes[k]);
-    core_place_release(&core->scratch, &run->placement, &run->task->req, run->started);
+    core_place_release(&core->scratch, &run->placement, &run->task->req);
     for (int k = 0; k < nnodes; k++) {
         if (span)
             sched_span_consider(core, core->scratch.nodes, nodes[k], req, ncand, total);

@@ -143,7 +143,7 @@ static void check_place(const struct core *core)
     for (const struct core_run *run = core->running; run != NULL; run = run->next, n++) {
         assert_true(run->task->run == run);
         assert_true(run->claimed);
-        core_place_claim(&want, &run->placement, &run->task->req, run->started);
+        core_place_claim(&want, &run->placement, &run->task->req);
     }
     assert_int_equal(n, core->nrunning);
     for (int i = 0; i < want.nnodes; i++) {

@@ -519,8 +519,7 @@ static void test_reserve_youngest_first(void **state)
     core_free(core);
 }
 
-/* Best fit across nodes: the fewest idle GPUs first; among equally full nodes, the one whose
- * attempts are oldest (it is likely to stay busy; a node of young attempts will free whole). */
+/* Starts exclusive(gpus) as task id at now, alone in its pass, and checks it went to want_node. */
 static void start_at(struct core *core, int64_t id, int gpus, core_time now, int want_node)
 {
     struct core_actions out = {0};
@@ -537,19 +536,26 @@ static void start_at(struct core *core, int64_t id, int gpus, core_time now, int
     core_actions_free(&out);
 }
 
-static void test_best_fit_oldest_node(void **state)
+/* Best fit across nodes for exclusive tasks (core_place_fit): a task of several GPUs goes to the
+ * node with the fewest idle GPUs, ties to the lowest index; a one-GPU task takes the first node
+ * with a GPU free, even when a later node is fuller. */
+static void test_exclusive_fit_by_size(void **state)
 {
-    struct core_node nodes[2] = { node_of(4, 80 * GB, 0, 0), node_of(4, 80 * GB, 0, 0) };
+    struct core_node nodes[3] = { node_of(4, 80 * GB, 0, 0), node_of(4, 80 * GB, 0, 0),
+                                  node_of(4, 80 * GB, 0, 0) };
     struct core_policy policy = core_policy_default();
     struct core *core = core_new(&policy);
-    core_set_nodes(core, nodes, 2);
+    core_set_nodes(core, nodes, 3);
     struct core_actions out = {0};
-    start_at(core, 1, 4, 0, 0);
-    start_at(core, 2, 3, 5, 1);  /* node 1 from t = 5 */
-    assert_int_equal(core_attempt_exited(core, 1, CORE_OUTCOME_SUCCESS, 6, &out), 0);
-    start_at(core, 3, 3, 10, 0); /* node 0 from t = 10 (node 1 has one idle GPU) */
-    /* One idle GPU on each: the 1-GPU task goes beside the older attempt, on node 1. */
-    start_at(core, 4, 1, 20, 1);
+    start_at(core, 1, 4, 0, 0);  /* all equally idle: the lowest index */
+    start_at(core, 2, 2, 1, 1);  /* idle GPUs now 0, 2, 4 */
+    assert_int_equal(core_attempt_exited(core, 1, CORE_OUTCOME_SUCCESS, 2, &out), 0);
+    /* Idle 4, 2, 4: one GPU goes to node 0, first fit, not to the fuller node 1. */
+    start_at(core, 3, 1, 3, 0);
+    /* Idle 3, 2, 4: two GPUs go to node 1, where they fit exactly, past node 0. */
+    start_at(core, 4, 2, 4, 1);
+    start_at(core, 5, 3, 5, 0);  /* idle 3, 0, 4: node 0 fits exactly */
+    start_at(core, 6, 1, 6, 2);  /* idle 0, 0, 4 */
     core_actions_free(&out);
     core_free(core);
 }
@@ -623,7 +629,7 @@ int main(void)
         cmocka_unit_test(test_span_release_and_reserve),
         cmocka_unit_test(test_span_backfill_elsewhere),
         cmocka_unit_test(test_reserve_youngest_first),
-        cmocka_unit_test(test_best_fit_oldest_node),
+        cmocka_unit_test(test_exclusive_fit_by_size),
         cmocka_unit_test(test_gpu_types),
         cmocka_unit_test(test_gpu_usage_out_of_range),
     };
