@@ -431,5 +431,5 @@ void core_gpu_usage(const struct core *core, int node, int gpu, struct core_gpu_
     out->tasks = g->tasks;
     out->exclusive = g->exclusive;
     out->state = (struct core_gpu_state){.outside = g->outside, .busy = g->busy,
-                                         .offline = g->offline};
+                                         .offline = g->offline, .util = g->util};
 }

@@ -337,6 +337,8 @@ struct core_gpu_state {
     uint64_t outside;
     bool busy;
     bool offline;
+    int util; /* utilisation, percent, when known (else 0): only for core_why()'s words — a
+               * change of it alone is no change (no pass runs for it) */
 };
 void core_set_gpu_state(struct core *core, int node, int gpu, const struct core_gpu_state *st);
 

@@ -537,6 +537,10 @@ void core_place_set_state(struct core_place *place, int node, int gpu,
                           const struct core_gpu_state *st)
 {
     struct core_place_gpu *g = &place->nodes[node].gpu[gpu];
+    g->util = st->util;
+    /* The driver reports every GPU at every sample: only a real change may start a pass. */
+    if (g->outside == st->outside && g->busy == st->busy && g->offline == st->offline)
+        return;
     place->epoch++;
     place->version++;
     place->open_gpus -= place_gpu_open(g);

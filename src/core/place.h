@@ -18,6 +18,7 @@ struct core_place_gpu {
     uint64_t outside;
     bool busy;
     bool offline;
+    int util;
 };
 
 struct core_place_node {

@@ -158,7 +158,9 @@ static void why_resources(const struct core *core, const struct core_task *t,
                     mem);
         }
         why_claimants(core, 0, g, buf, len, &off);
-        if (gpu->busy)
+        if (gpu->busy && gpu->util > 0)
+            why_add(buf, len, &off, " busy %d%%", gpu->util);
+        else if (gpu->busy)
             why_add(buf, len, &off, " busy");
     }
 }

@@ -268,7 +268,8 @@ static void tel_core_state(struct daemon *d)
         uint64_t outside = used > covered ? used - covered : 0;
         tg->outside = outside > total / TEL_OUTSIDE_SLACK ? outside : 0;
         struct core_gpu_state st = {.outside = tg->outside, .busy = tg->busy,
-                                    .offline = tg->offline};
+                                    .offline = tg->offline,
+                                    .util = tg->have && tg->s.ok && tg->s.util > 0 ? tg->s.util : 0};
         core_set_gpu_state(d->core, 0, g, &st);
     }
 }

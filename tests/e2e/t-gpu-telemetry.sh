@@ -103,6 +103,11 @@ G0="mem_used=0 util=60"; G1="mem_used=0 util=60"; write_state   # between the ma
 wait_until 10 util_is 0 60
 barrier --gpus 0
 state_is "$u" queued || fail "task $u started above busy-low"
+why=$(field_of "$u" '["why"]')
+case "$why" in
+*"GPU0 "*" busy 60%"*"GPU1 "*" busy 60%") ;;
+*) fail "why task $u waits, with the GPUs' utilisation: $why" ;;
+esac
 G0="mem_used=0 util=40"; write_state
 "$DROVER" wait "$u" >/dev/null || fail "task $u"
 expect_eq "$(gpu_of "$u")" 0 "the GPU that quieted down"

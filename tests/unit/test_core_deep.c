@@ -387,6 +387,13 @@ static void test_skip_pass(void **state)
     core_set_gpu_state(f.core, 0, 0, &gs);
     assert_false(deep_skipped(&f, 5008)); /* a GPU's state */
     assert_true(deep_skipped(&f, 5009));
+    /* The driver reports every GPU at every sample: the same state again, or only another
+     * utilisation figure (words for core_why), is no change. */
+    core_set_gpu_state(f.core, 0, 0, &gs);
+    gs.util = 40;
+    core_set_gpu_state(f.core, 0, 0, &gs);
+    core_set_gpu_state(f.core, 0, 1, &(struct core_gpu_state){.util = 40});
+    assert_true(deep_skipped(&f, 5009));
 
     struct core_limits limits = {.running = 1};
     core_set_user_limits(f.core, 0, &limits);

@@ -100,6 +100,12 @@ static void test_resources_and_claims(void **state)
     why_of(&f, 4, CORE_WAIT_RESOURCES,
            "needs 1 GPU with 20G free: GPU0 10G free (claimed by 1, 2) busy, GPU1 out of"
            " service");
+    /* With the utilisation the driver measured, as the example has it. */
+    busy.util = 85;
+    core_set_gpu_state(f.core, 0, 0, &busy);
+    why_of(&f, 4, CORE_WAIT_RESOURCES,
+           "needs 1 GPU with 20G free: GPU0 10G free (claimed by 1, 2) busy 85%, GPU1 out of"
+           " service");
     teardown(&f);
 }
 
@@ -206,6 +212,29 @@ static void test_many_and_no_side_effects(void **state)
     teardown(&f);
 }
 
+/* Past the pass's scan bound: a task the pass never looked at says so, not "no room". Each
+ * waiting task asks for another amount of memory, so that each is a shape of its own (a shape
+ * known not to fit is skipped without being looked at, and would not count). */
+static void test_scan_bound(void **state)
+{
+    (void)state;
+    struct core_policy policy = core_policy_default();
+    policy.max_scan = 2;
+    struct fixture f;
+    fixture_setup(&f, 1, 0, &policy);
+    submit(&f, &(struct core_task_spec){.id = 1, .req.gpus = 1}, 0);
+    assert_started(pass(&f, 0), (int64_t[]){1, 0});
+    for (int64_t id = 2; id <= 6; id++)
+        submit(&f, &(struct core_task_spec){.id = id, .req.gpus = 1, .req.mem = (uint64_t)id << 20},
+               0);
+    why_of(&f, 2, CORE_WAIT_RESOURCES, NULL);
+    why_of(&f, 4, CORE_WAIT_RESOURCES, NULL); /* the head and two past it were looked at */
+    why_of(&f, 5, CORE_WAIT_SCAN,
+           "not looked at: the pass looks at 2 tasks past the first that waits");
+    why_of(&f, 6, CORE_WAIT_SCAN, NULL);
+    teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +244,7 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_reserved_and_order),
         cmocka_unit_test(test_many_and_no_side_effects),
+        cmocka_unit_test(test_scan_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
