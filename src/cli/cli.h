@@ -59,6 +59,11 @@ int cmd_usage_error(const struct cmd_entry *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int cli_main(int argc, char **argv);
 
+/* The daemon's executable: drover-daemon beside this one (the CLI does not carry the daemon's
+ * libraries: its start is what every `drover` command pays). Malloc'd; NULL if this binary's own
+ * path is unknown. */
+char *cli_daemon_path(void);
+
 /* client.c: one request, one reply; takes req. Exits with EXIT_UNREACHABLE when the daemon
  * cannot be reached (starting it first unless DROVER_NO_AUTOSTART=1), or closes the connection
  * without answering, and with EXIT_USAGE when the request is over LIMIT_FRAME. An error reply is

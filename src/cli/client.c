@@ -93,9 +93,21 @@ static void client_daemon_fds(const char *log, int ready)
 
 /* Starts `drover daemon` detached: its own session, output to <home>/daemon.log. Returns the
  * read end of the pipe on which it reports its start (daemon/config.h), or -1. */
+char *cli_daemon_path(void)
+{
+    char *self = realpath("/proc/self/exe", NULL);
+    if (self == NULL)
+        return NULL;
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    char *path = paths_join(self, "drover-daemon");
+    free(self);
+    return path;
+}
+
 static int client_spawn_daemon(const char *home)
 {
-    char *exe = realpath("/proc/self/exe", NULL);
+    char *exe = cli_daemon_path();
     char *log = paths_join(home, "daemon.log");
     int ready[2] = {-1, -1};
     if (exe == NULL || paths_mkdir_p(home) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
@@ -114,7 +126,7 @@ static int client_spawn_daemon(const char *home)
         char fdnum[16];
         snprintf(fdnum, sizeof fdnum, "%d", CONFIG_READY_FD);
         setenv(CONFIG_READY_ENV, fdnum, 1);
-        execl(exe, "drover", "daemon", (char *)NULL);
+        execl(exe, "drover-daemon", "daemon", (char *)NULL);
         _exit(127);
     }
     int e = errno, status;

@@ -1,23 +1,30 @@
-/* The drover binary: the CLI, and the daemon, supervisor and zygote that are modes of the same
- * executable. This file alone links cli/, daemon/ and exec/ together; cli/ itself may not call
- * into the daemon (docs/ARCHITECTURE.md, "Layers"). */
+/* The drover command: the CLI. The daemon, with the zygote and the supervisors that are modes of
+ * it, is another executable, drover-daemon (src/main-daemon.c), installed beside this one: the
+ * CLI links none of the daemon's libraries (SQLite, libevent, OpenSSL), so that its start — paid
+ * by every command, and by every task submitted one command at a time — is small (issue 13,
+ * docs/BENCHMARKS.md). `drover daemon ARGS` hands over to it. */
 #include "cli/cli.h"
-#include "daemon/daemon.h"
-#include "exec/exec.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "daemon") == 0)
-        return daemon_main(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "__supervise") == 0)
-        exec_supervise_main(); /* internal: started by the daemon for each attempt */
-    if (argc >= 2 && strcmp(argv[1], "__zygote") == 0)
-        exec_zygote_main(); /* internal: forks supervisors for the daemon */
+    if (argc >= 2 && strcmp(argv[1], "daemon") == 0) {
+        char *daemon = cli_daemon_path();
+        if (daemon != NULL) {
+            argv[0] = "drover-daemon"; /* argv[1] stays "daemon": ps shows what was asked */
+            execv(daemon, argv);
+        }
+        fprintf(stderr, "drover: cannot run the daemon %s: %s\n",
+                daemon ? daemon : "drover-daemon", strerror(errno));
+        return 1;
+    }
     /* jansson seeds its hash function from /dev/urandom on first use (three system calls); the
      * client only parses the daemon's answers and its own files, so a seed that is merely
      * unpredictable enough will do. The daemon, which parses what anyone sends, keeps jansson's. */

@@ -18,14 +18,24 @@ grep -qF 'DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)' "$SRC/
     fail "make install does not run cmake --install with DESTDIR and PREFIX"
 DESTDIR="$ROOT" cmake --install "$DROVER_BUILD" --prefix /usr >"$TMP/install.log" 2>&1 ||
     fail "cmake --install failed: $(tail -5 "$TMP/install.log")"
-for f in usr/bin/drover usr/lib/systemd/system/drover.service usr/share/man/man1/drover.1 \
+for f in usr/bin/drover usr/bin/drover-daemon usr/lib/systemd/system/drover.service usr/share/man/man1/drover.1 \
          usr/share/doc/drover/README.md usr/share/doc/drover/CLI.md \
          usr/share/bash-completion/completions/drover usr/share/zsh/site-functions/_drover; do
     [ -f "$ROOT/$f" ] || fail "not installed: /$f"
 done
 [ -x "$ROOT/usr/bin/drover" ] || fail "the installed binary is not executable"
+[ -x "$ROOT/usr/bin/drover-daemon" ] || fail "the installed daemon is not executable"
+# The CLI carries none of the daemon's libraries (its start is every command's cost); the
+# daemon does (and shows that nm sees symbols at all).
+nm "$ROOT/usr/bin/drover-daemon" > "$TMP/nm-daemon" 2>&1 || true
+nm "$ROOT/usr/bin/drover" > "$TMP/nm-cli" 2>&1 || true
+grep -qE ' T sqlite3_open_v2$' "$TMP/nm-daemon" || fail "nm sees no SQLite in the daemon"
+! grep -qE ' T (sqlite3_open_v2|event_base_new|SSL_new)$' "$TMP/nm-cli" ||
+    fail "the CLI links the daemon's libraries"
+out=$("$ROOT/usr/bin/drover" daemon --help) || fail "drover daemon --help: the hand-over to drover-daemon"
+grep -q -- '--system' <<<"$out" || fail "drover daemon --help is not the daemon's: $out"
 expect_eq "$("$ROOT/usr/bin/drover" --version | cut -d' ' -f1-2)" "drover 0.5" "the installed binary's --version"
-grep -qx 'ExecStart=/usr/bin/drover daemon --system' "$ROOT/usr/lib/systemd/system/drover.service" ||
+grep -qx 'ExecStart=/usr/bin/drover-daemon --system' "$ROOT/usr/lib/systemd/system/drover.service" ||
     fail "the unit does not start the installed binary: $(grep ExecStart "$ROOT/usr/lib/systemd/system/drover.service")"
 grep -qx 'KillMode=process' "$ROOT/usr/lib/systemd/system/drover.service" ||
     fail "the unit would kill every task with the daemon"
