@@ -63,6 +63,16 @@ t1=$(now); c1=$(cpu "$daemon")
 submit_s=$(elapsed "$t0" "$t1")
 row "drover, one submit per task" "$submit_s" "$(elapsed "$c0" "$c1")"
 
+# Eight clients submitting at once (a sweep launched with xargs -P8): their submissions share
+# commits (group commit, daemon/group.c); the commits per submission are printed below.
+commits() { "$DROVER" gpus --json | python3 -c 'import json,sys; print(json.load(sys.stdin).get("store_commits", 0))'; }
+k0=$(commits); c0=$(cpu "$daemon"); t0=$(now)
+seq "$N" | xargs -P8 -I{} "$DROVER" submit -- true > "$WORK/ids"
+"$DROVER" wait $(cat "$WORK/ids") >/dev/null
+t1=$(now); c1=$(cpu "$daemon"); k1=$(commits)
+row "drover, one submit per task, 8 clients at once" "$(elapsed "$t0" "$t1")" "$(elapsed "$c0" "$c1")"
+par_commits=$(awk -v a="$k0" -v b="$k1" -v n="$N" 'BEGIN { printf "%.2f", (b - a) / n }')
+
 c0=$(cpu "$daemon"); t0=$(now)
 "$DROVER" wait $("$DROVER" submit --array "0-$((N - 1))" -- true) >/dev/null
 t1=$(now); c1=$(cpu "$daemon")
@@ -77,6 +87,7 @@ echo "- --array against xargs -P2: $(ratio "$array_s" "$xargs_s")x (target: at m
 if [ -n "$tsp_s" ]; then
     echo "- one submit per task against task-spooler: $(ratio "$submit_s" "$tsp_s")x (target: at most 1.0x)"
 fi
+echo "- commits per task with 8 clients submitting at once: $par_commits (each task also commits its start and its end)"
 
 [ "$QUEUED" -gt 0 ] || exit 0   # QUEUED=0: the first table only
 

@@ -127,6 +127,7 @@ struct daemon {
     struct attempt_end *ends;
     size_t nends, ends_cap;
     struct waiter *waiters;
+    struct group *group;      /* submissions awaiting their shared commit (daemon/group.c) */
     bool stopping;
     bool store_lost;          /* a commit failed with what core already held: stop, recover */
     int64_t grace_ms;
@@ -196,6 +197,10 @@ int daemon_apply(struct daemon *d);
  * caller must stop the daemon (the next start recovers from the store). disk.c makes that rare:
  * new work is refused while the disk is full, and the ballast makes room before a commit. */
 int daemon_apply_txn(struct daemon *d);
+/* Writes d->acts — state changes only, as core_submit makes them — and the events they stage
+ * into the transaction the caller holds open, without committing or carrying anything out, and
+ * clears them (daemon/group.c). -1 on a store error. */
+int daemon_write_acts(struct daemon *d);
 void daemon_on_carry(evutil_socket_t fd, short what, void *arg);
 /* Asks for a scheduling pass at the next loop turn. */
 void daemon_kick(struct daemon *d);
@@ -343,6 +348,30 @@ bool peer_for_uid(const struct daemon *d, uid_t uid, gid_t gid, struct peer *p);
 struct conn *conn_virtual(struct daemon *d, const struct peer *p, bool read_only);
 void conn_virtual_free(struct conn *c);
 bool conn_read_only(const struct conn *c);
+/* Whether a reply to c may wait past this callback (a socket client; not the HTTP API's
+ * virtual connections). */
+bool conn_can_defer(const struct conn *c);
+
+/* ---- daemon/group.c: group commit ------------------------------------------------------- */
+/* The submissions read in one turn of the loop share one transaction, committed once at the end
+ * of the turn (or before any other transaction begins, or any other request is served); each is
+ * acknowledged only after that commit. What is durable when: docs/ARCHITECTURE.md. */
+void group_start(struct daemon *d);
+void group_stop(struct daemon *d);
+/* Whether a submission from c can join the group now (a socket client, nothing left over in
+ * d->acts, the daemon not stopping). */
+bool group_can_join(const struct daemon *d, const struct conn *c);
+/* Opens the group's transaction if none is open, and a savepoint for one submission in it. */
+void group_join(struct daemon *d);
+/* Ends the submission's savepoint: ok, its writes stay and reply goes to c once the group has
+ * committed (the op then returns NULL: deferred); not ok, they are undone (the caller answers
+ * at once). */
+void group_leave(struct daemon *d, bool ok, struct conn *c, json_t *reply);
+/* Commits the open group now, if any: the replies go out (or, if the commit failed, an error
+ * each, and the daemon stops to recover from its store), and a pass is asked for. */
+void group_commit(struct daemon *d);
+/* c is closing: what it was owed is dropped (its submissions still commit). */
+void group_drop_conn(struct daemon *d, struct conn *c);
 
 json_t *reply_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 json_t *reply_ok(void);

@@ -201,6 +201,7 @@ static void daemon_events(struct daemon *d)
 
 static void daemon_free(struct daemon *d)
 {
+    group_stop(d); /* first: its commit publishes events and answers clients */
     telemetry_stop(d);
     notify_stop(d);
     slurm_backend_stop(d);
@@ -330,6 +331,7 @@ int daemon_main(int argc, char **argv)
         goto fail;
     daemon_events(&d);
     events_start(&d); /* before restore: what it commits is published */
+    group_start(&d);
     disk_start(&d);
     daemon_start_zygote(&d);
     if (slurm_backend_start(&d, &err) < 0)

@@ -350,6 +350,12 @@ char *metrics_render(const json_t *snapshot)
         keyed_sample(&attempts, "outcome", json_object_iter_key(it), json_object_iter_value(it));
 
     render_latency(&out, json_object_get(s, "latency"));
+    struct family commits = {"drover_store_commits_total", "counter",
+                             "Transactions the daemon committed to its store (each one fsync of"
+                             " the WAL; the submissions of one loop turn share one).",
+                             &out, false};
+    if (format_number(json_object_get(s, "store_commits"), 1, value))
+        family_sample(&commits, "", NULL, value);
 
     const json_t *slurm = json_object_get(s, "slurm");
     if (json_is_object(slurm)) {

@@ -123,9 +123,15 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
         goto out; /* in system mode users may lower their own priority, not raise it */
     submit_array(req, &s);
     size_t count = s.array ? json_array_size(s.array) : 1;
+    bool group = group_can_join(d, c);
     int64_t first = s.rec.key ? store_find_key(d->store, s.rec.key, who->uid) : 0;
     if (first > 0) {
         reply = submit_ids_reply(d, first, count, true);
+        if (group) { /* it may be a submission of the open group: answered with it */
+            group_join(d);
+            group_leave(d, true, c, reply);
+            reply = NULL;
+        }
         goto out;
     }
     if (submit_deps(d, req, &s) < 0)
@@ -142,6 +148,35 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
         goto out;
     }
     s.rec.spec.submit_time = daemon_now();
+    if (group) {
+        /* The tasks and their first states in the turn's shared transaction (daemon/group.c);
+         * the reply waits for its commit, and what they allow starts in a pass after it. */
+        group_join(d);
+        if (submit_store(d, &s, count, &first) < 0 || submit_audit(d, c, first, count) < 0) {
+            s.reply_err = reply_error(1, "cannot store the task: %s", store_error(d->store));
+            group_leave(d, false, c, NULL);
+            goto out;
+        }
+        for (size_t i = 0; i < count; i++) {
+            s.rec.spec.id = first + (int64_t)i;
+            s.rec.spec.array_id = s.array ? first : 0;
+            if (core_submit(d->core, &s.rec.spec, s.rec.spec.submit_time, &d->acts) < 0)
+                fatalx("core refused task %lld that the store accepted",
+                       (long long)s.rec.spec.id);
+        }
+        if (daemon_write_acts(d) < 0) {
+            /* Core holds the tasks already: as a failed commit, the daemon stops and recovers
+             * from its store; the whole group is answered so when it commits or fails. */
+            s.reply_err = reply_error(1, "cannot store the task: %s", store_error(d->store));
+            d->store_lost = true;
+            d->stopping = true;
+            group_leave(d, false, c, NULL);
+            event_base_loopexit(d->base, NULL);
+            goto out;
+        }
+        group_leave(d, true, c, submit_ids_reply(d, first, count, false));
+        goto out;
+    }
     /* One transaction: the tasks, their first states and whatever starts at once. The reply
      * comes only after the commit. */
     store_begin(d->store);

@@ -544,6 +544,7 @@ void ops_notify_waiters(struct daemon *d)
 
 void ops_drop_conn(struct daemon *d, struct conn *c)
 {
+    group_drop_conn(d, c);
     for (struct waiter **p = &d->waiters; *p;) {
         struct waiter *w = *p;
         if (w->conn != c) {
@@ -604,6 +605,10 @@ json_t *ops_dispatch(struct daemon *d, struct conn *c, json_t *req)
                                " read");
         if (ops_table[i].new_work && (refused = disk_refusal(d)) != NULL)
             return refused;
+        /* Any other request sees, and acts on, only what is committed: the turn's
+         * submissions are committed (and answered) first (daemon/group.c). */
+        if (ops_table[i].fn != op_submit)
+            group_commit(d);
         return ops_table[i].fn(d, c, req);
     }
     return reply_error(2, "unknown request '%s'", json_string_value(op));

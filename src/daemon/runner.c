@@ -456,6 +456,13 @@ static int apply_loop(struct daemon *d, bool in_txn, bool defer)
     return rc;
 }
 
+int daemon_write_acts(struct daemon *d)
+{
+    int rc = apply_write(d, &d->acts, daemon_now());
+    core_actions_clear(&d->acts);
+    return rc;
+}
+
 void daemon_on_carry(evutil_socket_t fd, short what, void *arg)
 {
     struct daemon *d = arg;

@@ -259,6 +259,11 @@ static void conn_process(struct conn *c)
         conn_free(c);
 }
 
+bool conn_can_defer(const struct conn *c)
+{
+    return c->bev != NULL;
+}
+
 void server_reply(struct conn *c, json_t *reply)
 {
     c->deferred = false;

@@ -554,6 +554,7 @@ json_t *telemetry_snapshot(struct daemon *d)
         json_object_get(counts, "attempts"), "latency", "buckets", buckets, "sum", t->lat_sum,
         "count", (json_int_t)t->lat_total);
     json_decref(counts);
+    json_object_set_new(snap, "store_commits", json_integer((json_int_t)store_commits(d->store)));
     slurm_gpus_json(d, snap);
     return snap;
 }

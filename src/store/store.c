@@ -13,7 +13,7 @@
 enum {
     Q_INSERT_ENV, Q_FIND_ENV, Q_INSERT_TASK, Q_FIND_KEY, Q_STATE, Q_SET_STATE, Q_ATT_START,
     Q_ATT_END, Q_EXEC_INFO, Q_SPEC, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_ATT_RUNNING, Q_TRIAL,
-    Q_NQUERIES
+    Q_SAVEPOINT, Q_RELEASE, Q_ROLLBACK_TO, Q_NQUERIES
 };
 
 static const char *const store_sql[Q_NQUERIES] = {
@@ -56,6 +56,9 @@ static const char *const store_sql[Q_NQUERIES] = {
     [Q_ROLLBACK] = "ROLLBACK",
     [Q_ATT_RUNNING] = "UPDATE tasks SET state = 'running', reason = NULL, attempts = ?2 WHERE id = ?1",
     [Q_TRIAL] = "SELECT exp, trial FROM trials WHERE task_id = ?1",
+    [Q_SAVEPOINT] = "SAVEPOINT one",
+    [Q_RELEASE] = "RELEASE one",
+    [Q_ROLLBACK_TO] = "ROLLBACK TO one",
 };
 
 struct store {
@@ -65,6 +68,9 @@ struct store {
     int code; /* SQLite's primary result code of that error */
     store_txn_fn txn_end; /* store_on_txn_end (daemon/events.c) */
     void *txn_arg;
+    void (*before_begin)(void *arg); /* store_on_begin (daemon/group.c) */
+    void *before_arg;
+    uint64_t commits;
     /* The environment last read by store_task_exec_info, parsed: an array's tasks, and most
      * tasks of one person, share one (envs are stored once), so a start parses none. */
     int64_t env_id;
@@ -177,8 +183,21 @@ void store_close(struct store *st)
 
 static int store_step_done(struct store *st, sqlite3_stmt *s);
 
+void store_on_begin(struct store *st, void (*fn)(void *arg), void *arg)
+{
+    st->before_begin = fn;
+    st->before_arg = arg;
+}
+
+uint64_t store_commits(const struct store *st)
+{
+    return st->commits;
+}
+
 void store_begin(struct store *st)
 {
+    if (st->before_begin)
+        st->before_begin(st->before_arg);
     if (store_step_done(st, st->q[Q_BEGIN]) < 0)
         fatalx("store: cannot begin a transaction: %s", st->error);
 }
@@ -204,9 +223,39 @@ int store_commit(struct store *st)
             st->txn_end(st->txn_arg, false);
         return -1;
     }
+    st->commits++;
     if (st->txn_end)
         st->txn_end(st->txn_arg, true);
     return 0;
+}
+
+void store_begin_group(struct store *st)
+{
+    if (store_step_done(st, st->q[Q_BEGIN]) < 0)
+        fatalx("store: cannot begin a transaction: %s", st->error);
+}
+
+void store_savepoint(struct store *st)
+{
+    if (store_step_done(st, st->q[Q_SAVEPOINT]) < 0)
+        fatalx("store: cannot make a savepoint: %s", st->error);
+}
+
+void store_savepoint_end(struct store *st, bool keep)
+{
+    /* The error that made the caller give up stays the one reported; a failure of these two
+     * leaves the transaction's fate to its COMMIT, which the caller checks. */
+    char *why = st->error;
+    int code = st->code;
+    st->error = NULL;
+    if (!keep)
+        store_step_done(st, st->q[Q_ROLLBACK_TO]);
+    store_step_done(st, st->q[Q_RELEASE]);
+    if (why != NULL) {
+        free(st->error);
+        st->error = why;
+        st->code = code;
+    }
 }
 
 void store_rollback(struct store *st)

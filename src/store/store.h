@@ -295,6 +295,17 @@ int store_token_prune_sessions(struct store *st, int64_t before);
  * durable. One hook per store; fn NULL removes it. */
 typedef void (*store_txn_fn)(void *arg, bool committed);
 void store_on_txn_end(struct store *st, store_txn_fn fn, void *arg);
+/* fn(arg) is called at the start of every store_begin(), before its BEGIN (daemon/group.c:
+ * the group commit's open transaction is committed before any other begins). store_begin_group()
+ * begins without calling it. */
+void store_on_begin(struct store *st, void (*fn)(void *arg), void *arg);
+void store_begin_group(struct store *st);
+/* A savepoint inside the open transaction, ended by store_savepoint_end: keep (RELEASE) or not
+ * (ROLLBACK TO, then RELEASE): what one submission wrote, alone, within a group commit. */
+void store_savepoint(struct store *st);
+void store_savepoint_end(struct store *st, bool keep);
+/* Transactions committed since the store was opened. */
+uint64_t store_commits(const struct store *st);
 /* What an event or a webhook names a task by: {name (or null), user, notify (or null)}; NULL
  * when there is no such task. */
 json_t *store_task_brief(struct store *st, int64_t id);
