@@ -10,7 +10,7 @@ BUILD=${1:-build}
 DROVER=$(readlink -f "$BUILD/drover")
 N=${N:-1000}
 QUEUED=${QUEUED:-100000}
-WORK=$(mktemp -d /tmp/drover-bench.XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/drover-bench.XXXXXX") # TMPDIR=/dev/shm: the file system left out
 trap 'DROVER_HOME=$WORK/home "$DROVER" shutdown >/dev/null 2>&1 || true; tsp -K >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 
 # task-spooler and GNU parallel are only compared with: a row is skipped when one is missing.

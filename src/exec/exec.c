@@ -158,7 +158,7 @@ int exec_start(const struct exec_spec *spec, pid_t *supervisor_pid, char **err)
      * system. Taken before the fork, it is held from the instant the supervisor exists. */
     lock_fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (lock_fd == -1 || flock(lock_fd, LOCK_EX | LOCK_NB) == -1 ||
-        exec_legacy_lock_held(dir_fd)) {
+        (!fresh && exec_legacy_lock_held(dir_fd))) { /* a directory made now has no lock file */
         error = lock_fd != -1 && errno == 0 ? EWOULDBLOCK : errno;
         if (lock_fd != -1 && error == EWOULDBLOCK)
             *err = xasprintf("%s: a supervisor is running there", spec->run_dir);

@@ -326,9 +326,10 @@ static json_t *store_deps_json(const struct core_task_spec *spec)
 int store_insert_task(struct store *st, struct task_record *rec)
 {
     const struct core_task_spec *sp = &rec->spec;
-    int64_t env_id = store_env_id(st, rec->env);
+    int64_t env_id = rec->env_id > 0 ? rec->env_id : store_env_id(st, rec->env);
     if (env_id < 0)
         return -1;
+    rec->env_id = env_id;
     sqlite3_stmt *s = st->q[Q_INSERT_TASK];
     json_t *backoff = json_array();
     for (int i = 0; i < sp->nbackoff; i++)

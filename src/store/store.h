@@ -52,6 +52,8 @@ struct task_record {
     const char *gpu_type;       /* the --gpu-type pattern (spec.req.gpu_types is what it
                                  * matched here), or NULL */
     const char *notify;         /* --notify: the webhook URL for its end, or NULL */
+    int64_t env_id;             /* 0: store_insert_task stores env and sets this, so that the
+                                 * further tasks of an array reuse it (env unchanged) */
 };
 
 /* Inserts a task (inside a transaction); sets rec->spec.id. Returns -1 on failure. */
