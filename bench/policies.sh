@@ -84,14 +84,7 @@ if [ "$SIZE" = half ]; then
     # The 100,000-job trace of bench/sim-speed.sh (every ITP cluster's jobs, then cluster04, 07
     # and 08 again under new ids), on 176x8: 135% of its load, more than 10,000 jobs waiting.
     ITP=$TRACES/itp-2021
-    {
-        for f in "$ITP"/cluster*.csv; do
-            awk -F, -v c="$(basename "$f" .csv)" 'NR > 1 { print c "-" $1 "," $2 "," $3 "," $4 }' "$f"
-        done
-        for c in 04 07 08; do
-            awk -F, -v c="again$c" 'NR > 1 { print c "-" $1 "," $2 "," $3 "," $4 }' "$ITP/cluster$c.csv"
-        done
-    } | awk 'NR <= 100000' > "$WORK/100k.csv"
+    "$(dirname "$0")/make-100k.sh" "$ITP" > "$WORK/100k.csv"
     run big "100k ITP jobs (176x8, 135% of load)" --trace "$WORK/100k.csv" --cluster 176x8
     echo
     vs_backfill

@@ -33,14 +33,7 @@ peak_waiting() {
 }
 
 # 100,000 jobs: drover's csv format (job_id,submit_time,duration,gpus).
-{
-    for f in "$ITP"/cluster*.csv; do
-        awk -F, -v c="$(basename "$f" .csv)" 'NR > 1 { print c "-" $1 "," $2 "," $3 "," $4 }' "$f"
-    done
-    for c in 04 07 08; do
-        awk -F, -v c="again$c" 'NR > 1 { print c "-" $1 "," $2 "," $3 "," $4 }' "$ITP/cluster$c.csv"
-    done
-} | awk 'NR <= 100000' > "$WORK/100k.csv"
+"$(dirname "$0")/make-100k.sh" "$ITP" > "$WORK/100k.csv"
 # Sized to 95% of the trace's load, and to 135% of it: overloaded, the cluster ~97% busy and
 # more than 10,000 jobs waiting at once (the deep queue a busy machine has).
 for pct in 95 135; do
