@@ -197,10 +197,13 @@ int daemon_apply(struct daemon *d);
  * caller must stop the daemon (the next start recovers from the store). disk.c makes that rare:
  * new work is refused while the disk is full, and the ballast makes room before a commit. */
 int daemon_apply_txn(struct daemon *d);
-/* Writes d->acts — state changes only, as core_submit makes them — and the events they stage
- * into the transaction the caller holds open, without committing or carrying anything out, and
- * clears them (daemon/group.c). -1 on a store error. */
-int daemon_write_acts(struct daemon *d);
+/* Writes d->acts — what core_submit made: the new tasks' states, and a start when a Slurm task
+ * is handed over behind its Slurm upstream at once — and the events they stage into the
+ * transaction the caller holds open, without committing or carrying anything out; moves them to
+ * *written, to be carried out by daemon_carry_committed once that transaction has committed
+ * (daemon/group.c). -1 on a store error. */
+int daemon_write_acts(struct daemon *d, struct core_actions *written);
+void daemon_carry_committed(struct daemon *d, struct core_actions *batch);
 void daemon_on_carry(evutil_socket_t fd, short what, void *arg);
 /* Asks for a scheduling pass at the next loop turn. */
 void daemon_kick(struct daemon *d);
@@ -363,6 +366,9 @@ void group_stop(struct daemon *d);
 bool group_can_join(const struct daemon *d, const struct conn *c);
 /* Opens the group's transaction if none is open, and a savepoint for one submission in it. */
 void group_join(struct daemon *d);
+/* Writes what core made of the submission (daemon_write_acts) in its savepoint; carried out once
+ * the group commits. -1 on a store error. */
+int group_write(struct daemon *d);
 /* Ends the submission's savepoint: ok, its writes stay and reply goes to c once the group has
  * committed (the op then returns NULL: deferred); not ok, they are undone (the caller answers
  * at once). */

@@ -30,6 +30,7 @@ struct group {
     bool open;
     struct group_member *v;
     size_t n, cap;
+    struct core_actions written; /* the members' actions, carried out once committed */
     struct event *flush;
 };
 
@@ -59,6 +60,7 @@ void group_stop(struct daemon *d)
     group_commit(d);
     store_on_begin(d->store, NULL, NULL);
     event_free(d->group->flush);
+    core_actions_free(&d->group->written);
     free(d->group->v);
     free(d->group);
     d->group = NULL;
@@ -81,6 +83,11 @@ void group_join(struct daemon *d)
         event_active(g->flush, 0, 0);
     }
     store_savepoint(d->store);
+}
+
+int group_write(struct daemon *d)
+{
+    return daemon_write_acts(d, &d->group->written);
 }
 
 void group_leave(struct daemon *d, bool ok, struct conn *c, json_t *reply)
@@ -129,9 +136,11 @@ void group_commit(struct daemon *d)
     }
     g->n = 0;
     if (ok) {
+        daemon_carry_committed(d, &g->written); /* a Slurm task handed over at its submission */
         daemon_kick(d); /* what they allow starts in a pass of its own */
         ops_notify_waiters(d);
     } else {
+        core_actions_clear(&g->written);
         event_base_loopexit(d->base, NULL);
     }
 }

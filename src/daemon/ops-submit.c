@@ -164,7 +164,7 @@ json_t *op_submit(struct daemon *d, struct conn *c, json_t *req)
                 fatalx("core refused task %lld that the store accepted",
                        (long long)s.rec.spec.id);
         }
-        if (daemon_write_acts(d) < 0) {
+        if (group_write(d) < 0) {
             /* Core holds the tasks already: as a failed commit, the daemon stops and recovers
              * from its store; the whole group is answered so when it commits or fails. */
             s.reply_err = reply_error(1, "cannot store the task: %s", store_error(d->store));

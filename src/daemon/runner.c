@@ -456,11 +456,21 @@ static int apply_loop(struct daemon *d, bool in_txn, bool defer)
     return rc;
 }
 
-int daemon_write_acts(struct daemon *d)
+int daemon_write_acts(struct daemon *d, struct core_actions *written)
 {
     int rc = apply_write(d, &d->acts, daemon_now());
+    for (size_t i = 0; rc == 0 && i < d->acts.n; i++) {
+        xgrow((void **)&written->v, &written->cap, written->n + 1, sizeof *written->v);
+        written->v[written->n++] = d->acts.v[i];
+    }
     core_actions_clear(&d->acts);
     return rc;
+}
+
+void daemon_carry_committed(struct daemon *d, struct core_actions *batch)
+{
+    carry_out(d, batch, daemon_now());
+    core_actions_clear(batch);
 }
 
 void daemon_on_carry(evutil_socket_t fd, short what, void *arg)
