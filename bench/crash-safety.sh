@@ -28,15 +28,17 @@ export DROVER_FAKE_CPUS=${DROVER_FAKE_CPUS:-8} NO_COLOR=1
 unset DROVER_NO_AUTOSTART
 LOG=$WORK/runs.log
 
-# Only processes of this run are ever signalled: this binary, serving this DROVER_HOME.
+# Only processes of this run are ever signalled: this build's daemon binary (the daemon, its
+# zygote and supervisors are drover-daemon, beside the CLI), serving this DROVER_HOME.
+DAEMON_BIN=$(dirname "$DROVER")/drover-daemon
 ours() {
-    [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$DROVER" ] &&
+    [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$DAEMON_BIN" ] &&
         grep -qxz "DROVER_HOME=$DROVER_HOME" "/proc/$1/environ" 2>/dev/null
 }
 daemon_pid() {
     local pid
     pid=$(cat "$DROVER_HOME/daemon.lock" 2>/dev/null) || return 1
-    [ -n "$pid" ] && ours "$pid" && [ "$(tr '\0' ' ' < "/proc/$pid/cmdline")" = "drover daemon " ] &&
+    [ -n "$pid" ] && ours "$pid" && [ "$(tr '\0' ' ' < "/proc/$pid/cmdline")" = "drover-daemon daemon " ] &&
         echo "$pid"
 }
 cleanup() {
