@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # bench/policies.sh: every policy of `drover simulate` on the ten ITP clusters (each sized to
 # about 90% of its offered load, whole 8-GPU nodes) and on the Alibaba traces with their node
-# list; a Markdown table of average JCT, p99 wait, max wait and utilisation, with each policy's
-# ratio to fifo. Usage: bench/policies.sh [BUILD_DIR] [TRACES_DIR]
-#   LIMITS=none|exact|x2 (default none)    POLICIES="fifo backfill drover"
+# list; a Markdown table of average JCT, p99 JCT, p99 wait, max wait and utilisation, with each
+# policy's ratio to fifo, preemptions per job (las: mean/median/max) and the simulation's time.
+# Usage: bench/policies.sh [BUILD_DIR] [TRACES_DIR]
+#   LIMITS=none|exact|x2 (default none)    POLICIES="fifo backfill drover" (add las)
+#   PREEMPT_COST=60s (las's --preempt-cost)   LAS_ARGS="" (more flags for las, e.g.
+#   "--las-thresholds 1,10 --las-starve 8")   ITP_ONLY=1: the ten ITP clusters alone
 #   SIZE=full (default) | half: overloaded instead — each ITP cluster on half its nodes (rounded
 #   up), and the 100,000-job trace of bench/sim-speed.sh on 176x8 (135% of its load); no Alibaba.
 set -euo pipefail
@@ -13,6 +16,8 @@ DROVER=$(readlink -f "$BUILD/drover")
 LIMITS=${LIMITS:-none}
 POLICIES=${POLICIES:-fifo backfill drover}
 SIZE=${SIZE:-full}
+PREEMPT_COST=${PREEMPT_COST:-60s}
+LAS_ARGS=${LAS_ARGS:-}
 [ -d "$TRACES/itp-2021" ] || { echo "no traces at $TRACES" >&2; exit 1; }
 case $SIZE in full|half) ;; *) echo "SIZE is full or half" >&2; exit 2 ;; esac
 
@@ -20,27 +25,35 @@ case $SIZE in full|half) ;; *) echo "SIZE is full or half" >&2; exit 2 ;; esac
 declare -A LOAD=([01]=27.7 [02]=86.0 [03]=139.5 [04]=490.8 [05]=10.0 [06]=86.3 [07]=255.1
                  [08]=65.8 [09]=30.9 [10]=5.0)
 
-# One simulate --json run, reduced to "jct wait_p99 wait_max util running running_contended".
+# One simulate --json run, reduced to "jct wait_p99 wait_max util running running_contended
+# jct_p99 preempt_mean preempt_median preempt_max seconds" (seconds: the whole run's CPU time).
 measure() {
-    "$DROVER" simulate "$@" --json 2>/dev/null | python3 -c 'import json,sys
-d = json.load(sys.stdin)
+    /usr/bin/time -f "%U %S" -o "$WORK/time" "$DROVER" simulate "$@" --json 2>/dev/null > "$WORK/out.json"
+    python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+u, s = open(sys.argv[2]).read().split()[-2:]
+p = d.get("preemptions") or {"mean": "-", "median": "-", "max": "-"}
 print(d["jct_s"]["avg"], d["wait_s"]["p99"], d["wait_s"]["max"], d["utilisation"],
-      d["avg_running"], d["avg_running_contended"])'
+      d["avg_running"], d["avg_running_contended"], d["jct_s"]["p99"], p["mean"], p["median"],
+      p["max"], float(u) + float(s))' "$WORK/out.json" "$WORK/time"
 }
 
 run() { # run KEY LABEL ARGS...: one row per policy
     local key=$1 name=$2; shift 2
     local fifo_jct="" fifo_wait=""
     for p in $POLICIES; do
-        local jct wait99 waitmax util running contended
-        read -r jct wait99 waitmax util running contended < <(measure "$@" --policy "$p" --limits "$LIMITS")
+        local jct wait99 waitmax util running contended jct99 pmean pmed pmax secs extra=()
+        [ "$p" = las ] && extra=(--preempt-cost "$PREEMPT_COST" $LAS_ARGS)
+        read -r jct wait99 waitmax util running contended jct99 pmean pmed pmax secs < <(measure "$@" --policy "$p" --limits "$LIMITS" "${extra[@]}")
         if [ "$p" = fifo ]; then fifo_jct=$jct; fifo_wait=$waitmax; fi
         awk -v n="$name" -v p="$p" -v jct="$jct" -v w="$wait99" -v wm="$waitmax" -v u="$util" \
-            -v fj="$fifo_jct" -v fw="$fifo_wait" 'BEGIN {
+            -v fj="$fifo_jct" -v fw="$fifo_wait" -v j99="$jct99" -v pm="$pmean" -v pd="$pmed" \
+            -v px="$pmax" -v t="$secs" 'BEGIN {
             rj = fj > 0 ? sprintf("%.2f", jct / fj) : "-"
             rw = fw > 0 ? sprintf("%.2f", wm / fw) : "-"
-            printf "| %s | %s | %.2f | %s | %.2f | %.2f | %s | %.1f%% |\n",
-                   n, p, jct / 3600, rj, w / 3600, wm / 3600, rw, 100 * u }'
+            pre = pm == "-" ? "-" : sprintf("%.2f / %g / %d", pm, pd, px)
+            printf "| %s | %s | %.2f | %s | %.2f | %.2f | %.2f | %s | %.1f%% | %s | %.2f |\n",
+                   n, p, jct / 3600, rj, j99 / 3600, w / 3600, wm / 3600, rw, 100 * u, pre, t }'
         echo "$key $p $jct $waitmax $name" >> "$SUMMARY"
     done
 }
@@ -48,10 +61,10 @@ run() { # run KEY LABEL ARGS...: one row per policy
 SUMMARY=$(mktemp)
 WORK=$(mktemp -d)
 trap 'rm -rf "$SUMMARY" "$WORK"' EXIT
-echo "limits: $LIMITS, size: $SIZE"
+echo "limits: $LIMITS, size: $SIZE$(case " $POLICIES " in *" las "*) echo ", las: --preempt-cost $PREEMPT_COST $LAS_ARGS" ;; esac)"
 echo
-echo "| trace | policy | avg JCT h | JCT / fifo | p99 wait h | max wait h | max wait / fifo | GPU util |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| trace | policy | avg JCT h | JCT / fifo | p99 JCT h | p99 wait h | max wait h | max wait / fifo | GPU util | preemptions / job (mean / median / max) | sim s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for c in 01 02 03 04 05 06 07 08 09 10; do
     nodes=$(awk -v l="${LOAD[$c]}" 'BEGIN { n = l / 0.9 / 8; printf "%d", (n == int(n)) ? n : int(n) + 1 }')
     [ "$SIZE" = half ] && nodes=$(( (nodes + 1) / 2 ))
@@ -64,6 +77,12 @@ vs_backfill() {
     awk '$1 == "itp" { jct[$2] += $3 } END {
         for (p in jct) printf "- sum of average JCT over the ten ITP clusters, %s: %.1f h (%.3f x fifo)\n",
             p, jct[p] / 3600, jct[p] / jct["fifo"] }' "$SUMMARY" | sort
+    # Each policy's worst ITP max wait against fifo's (issue 14: las <= 3x on every cluster).
+    awk '$1 == "itp" && $2 == "fifo" { f[$6] = $4 } $1 == "itp" { w[$2 " " $6] = $4; pol[$2] = 1 }
+        END { for (p in pol) { worst = 0
+                for (k in w) { split(k, a, " "); if (a[1] != p) continue
+                    c = substr(k, length(p) + 2); if (f[c] > 0 && w[k] / f[c] > worst) worst = w[k] / f[c] }
+                printf "- worst ITP max wait / fifo, %s: %.2f x\n", p, worst } }' "$SUMMARY" | sort
     awk 'NF > 4 { name = $0; for (i = 1; i <= 4; i++) sub(/^[^ ]+ /, "", name) }
         NF > 4 && $2 == "backfill" { b[name] = $3 }
         NF > 4 && $2 == "drover" { d[name] = $3; order[n++] = name }
@@ -86,6 +105,11 @@ if [ "$SIZE" = half ]; then
     ITP=$TRACES/itp-2021
     "$(dirname "$0")/make-100k.sh" "$ITP" > "$WORK/100k.csv"
     run big "100k ITP jobs (176x8, 135% of load)" --trace "$WORK/100k.csv" --cluster 176x8
+    echo
+    vs_backfill
+    exit 0
+fi
+if [ "${ITP_ONLY:-0}" = 1 ]; then
     echo
     vs_backfill
     exit 0

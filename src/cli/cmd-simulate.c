@@ -18,7 +18,21 @@ static const struct cmd_opt simulate_opts[] = {
     {"format", 'f', true, false, "itp, alibaba2023 or csv (default: guessed from the header)"},
     {"cluster", 'c', true, false, "NODESxGPUS[:MEM], e.g. 12x8 or 12x8:80G"},
     {"nodes", 'n', true, false, "a node list (sn,cpu_milli,memory_mib,gpu,model)"},
-    {"policy", 'p', true, false, "fifo, backfill or drover (default drover)"},
+    {"policy", 'p', true, false, "fifo, backfill, drover or las (default drover)"},
+    {"preempt-cost", 0, true, false, "las: work a preempted job loses (default 60s; 0 = none)"},
+    {"las-thresholds", 0, true, false,
+     "las: queue thresholds in GPU-hours, ascending, comma-separated (default 1,10)"},
+    {"las-starve", 0, true, false,
+     "las: promote a job that waited K x its last run (default 8; 0 = never)"},
+    {"las-min-run", 0, true, false, "las: minimum run before a preemption (default 10m)"},
+    {"las-starve-reset", 0, false, false,
+     "las: a promotion restarts the job's attained service instead of protecting its run"},
+    {"las-starve-total", 0, true, false,
+     "las: promote a job that has waited this long in all since its submission (default: no)"},
+    {"las-max-preempt", 0, true, false,
+     "las: a job preempted N times is not preempted again (default 0: no bound)"},
+    {"las-starve-max", 0, true, false,
+     "las: promote a job that waited this long, if less than K x its last run (default: none)"},
     {"limits", 'l', true, false, "time limits jobs give: none (default), exact or xF"},
     {"whole-gpus", 0, false, false, "give a job that asks for a fraction of a GPU whole GPUs"},
     {"skip-bad-rows", 0, false, false, "count and skip rows that cannot be read"},
@@ -128,6 +142,9 @@ static void simulate_print(const char *trace_path, const char *format, const cha
     printf("utilisation  %.1f%% of GPU-time\n", 100 * r->utilisation);
     printf("running      %.1f jobs at once on average; %.1f while jobs waited (%s of it)\n",
            r->avg_running, r->avg_running_contended, DUR(r->contended, a));
+    if (r->preempt_enabled)
+        printf("preemptions  %zu: %.2f per job on average, median %g, max %zu\n",
+               r->preemptions, r->preempt_mean, r->preempt_p50, r->preempt_max);
     printf("scheduler    %llu passes, %.2f s in core/ (%.1f us a pass)\n",
            (unsigned long long)r->passes, r->sched_seconds,
            r->passes > 0 ? 1e6 * r->sched_seconds / (double)r->passes : 0);
@@ -182,6 +199,14 @@ static void simulate_print_json(const char *trace_path, const char *format, cons
     if (out == NULL)
         fatalx("simulate: json_pack failed");
     json_object_set_new(out, "fair_share", json_boolean(fair_share));
+    if (r->preempt_enabled) {
+        json_t *p = json_pack("{s:I, s:f, s:f, s:I}", "total", (json_int_t)r->preemptions,
+                              "mean", r->preempt_mean, "median", r->preempt_p50, "max",
+                              (json_int_t)r->preempt_max);
+        if (p == NULL)
+            fatalx("simulate: json_pack failed (preemptions)");
+        json_object_set_new(out, "preemptions", p);
+    }
     json_object_set_new(out, "users", simulate_users_json(r));
     out_json(out);
     json_decref(out);
@@ -230,6 +255,72 @@ static int simulate_users_opts(const struct cmd_entry *cmd, const struct cmd_arg
     return EXIT_OK;
 }
 
+/* --preempt-cost and the las knobs (only with --policy las). */
+static int simulate_las_opts(const struct cmd_entry *cmd, const struct cmd_args *args,
+                             struct sim_config *config)
+{
+    const char *cost = cmd_opt(cmd, args, "preempt-cost");
+    const char *th = cmd_opt(cmd, args, "las-thresholds");
+    const char *starve = cmd_opt(cmd, args, "las-starve");
+    const char *minrun = cmd_opt(cmd, args, "las-min-run");
+    const char *smax = cmd_opt(cmd, args, "las-starve-max");
+    bool reset = cmd_opt(cmd, args, "las-starve-reset") != NULL;
+    const char *maxp = cmd_opt(cmd, args, "las-max-preempt");
+    const char *stotal = cmd_opt(cmd, args, "las-starve-total");
+    const char *why;
+    config->preempt_cost_ms = 60000;
+    if (!config->policy.las) {
+        if (cost != NULL || th != NULL || starve != NULL || minrun != NULL || smax != NULL ||
+            reset || maxp != NULL || stotal != NULL)
+            return cmd_usage_error(cmd, "--preempt-cost and --las-* need --policy las");
+        return EXIT_OK;
+    }
+    if (cost != NULL && strcmp(cost, "0") == 0)
+        config->preempt_cost_ms = 0;
+    else if (cost != NULL && parse_duration(cost, &config->preempt_cost_ms, &why) < 0)
+        return cmd_usage_error(cmd, "--preempt-cost \"%s\": %s", cost, why);
+    if (minrun != NULL && parse_duration(minrun, &config->policy.las_min_run_ms, &why) < 0)
+        return cmd_usage_error(cmd, "--las-min-run \"%s\": %s", minrun, why);
+    config->policy.las_starve_reset = reset;
+    if (maxp != NULL) {
+        long long n;
+        if (parse_int(maxp, 0, 1000000, &n, &why) < 0)
+            return cmd_usage_error(cmd, "--las-max-preempt \"%s\": %s", maxp, why);
+        config->policy.las_max_preempt = (int)n;
+    }
+    if (stotal != NULL &&
+        parse_duration(stotal, &config->policy.las_starve_total_ms, &why) < 0)
+        return cmd_usage_error(cmd, "--las-starve-total \"%s\": %s", stotal, why);
+    if (smax != NULL && parse_duration(smax, &config->policy.las_starve_max_ms, &why) < 0)
+        return cmd_usage_error(cmd, "--las-starve-max \"%s\": %s", smax, why);
+    if (starve != NULL) {
+        char *end;
+        double k = strtod(starve, &end);
+        if (end == starve || *end != '\0' || !(k >= 0 && k <= 1e6))
+            return cmd_usage_error(cmd, "--las-starve \"%s\": expected a number >= 0", starve);
+        config->policy.las_starve_k = k;
+    }
+    if (th != NULL) {
+        int n = 0;
+        const char *p = th;
+        double last = 0;
+        while (*p != '\0') {
+            char *end;
+            double v = strtod(p, &end);
+            if (end == p || !(v > last) || v > 1e9 || n == CORE_LAS_MAX ||
+                (*end != ',' && *end != '\0'))
+                return cmd_usage_error(cmd, "--las-thresholds \"%s\": expected at most %d "
+                                            "ascending GPU-hours > 0, comma-separated",
+                                       th, CORE_LAS_MAX);
+            config->policy.las_threshold[n++] = v * 3600;
+            last = v;
+            p = *end == ',' ? end + 1 : end;
+        }
+        config->policy.las_nthresholds = n;
+    }
+    return EXIT_OK;
+}
+
 static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
 {
     const char *path = cmd_opt(cmd, args, "trace"), *why;
@@ -258,6 +349,9 @@ static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
         return cmd_usage_error(cmd, "--format \"%s\": %s", format_text, why);
     struct simulate_users users;
     int rc = simulate_users_opts(cmd, args, &config.policy, &users);
+    if (rc != EXIT_OK)
+        return rc;
+    rc = simulate_las_opts(cmd, args, &config);
     if (rc != EXIT_OK)
         return rc;
 
@@ -342,7 +436,10 @@ out:
 const struct cmd_entry cmd_simulate = {
     .name = "simulate",
     .usage = "simulate --trace FILE (--cluster NxG[:MEM] | --nodes FILE) [--format F] "
-             "[--policy fifo|backfill|drover] [--limits none|exact|xF] [--whole-gpus] "
+             "[--policy fifo|backfill|drover|las] [--preempt-cost D] [--las-thresholds H,H] "
+             "[--las-starve K] [--las-starve-max D] [--las-starve-reset] [--las-max-preempt N] "
+             "[--las-starve-total D] [--las-min-run D] [--limits none|exact|xF] "
+             "[--whole-gpus] "
              "[--skip-bad-rows] [--schedule-out FILE] [--why JOB] [--fair-share on|off] "
              "[--users N [--heavy-user-share F] [--seed S]] [--json]",
     .summary = "replay a GPU-cluster trace through the scheduler and measure the schedule",

@@ -76,6 +76,15 @@ void core_attempt_track(struct core *core, struct core_task *t, const struct cor
 void core_attempt_untrack(struct core *core, struct core_task *t)
 {
     struct core_run *run = t->run;
+    /* Attained service (las), kept whatever the policy: GPU-ms of every attempt, whatever
+     * its outcome. */
+    if (core->now > run->started) {
+        t->last_run = core->now - run->started;
+        t->run_total += t->last_run;
+        t->service += core_las_gpus(t) * (double)t->last_run;
+    } else {
+        t->last_run = 0;
+    }
     if (run->claimed)
         core_place_release(&core->place, &run->placement, &t->req);
     bool slurm = t->backend == CORE_BACKEND_SLURM;
@@ -100,8 +109,14 @@ void core_attempt_start(struct core *core, struct core_task *t, const struct cor
 {
     core_time ready = t->ready_time;
     core_task_move(core, t, TASK_RUNNING);
+    bool promoted = t->promoted;
+    t->promoted = false;
     t->attempts++;
     core_attempt_track(core, t, pl, now);
+    /* las: a task the starvation guard promoted runs this attempt to its end, unpreempted. */
+    t->run->protect = (promoted && !core->policy.las_starve_reset) ||
+                      (core->policy.las_max_preempt > 0 &&
+                       t->preempted >= core->policy.las_max_preempt);
     struct core_action *act = core_emit(out, CORE_ACT_START, t->id);
     act->attempt = t->attempts;
     act->at = ready;
@@ -192,6 +207,14 @@ int core_attempt_exited(struct core *core, int64_t id, enum core_outcome outcome
         core_task_move(core, t, t->unresolved > 0 ? TASK_PENDING : TASK_QUEUED);
         core_emit_state(out, t->id, t->unresolved > 0 ? TASK_PENDING : TASK_QUEUED,
                         CORE_REASON_NONE, 0, 0);
+        break;
+    case CORE_OUTCOME_PREEMPTED:
+        /* Stopped to make room: it runs again later (from its checkpoint), and this attempt
+         * does not use up a retry. */
+        t->attempts_base++;
+        t->preempted++;
+        core_task_move(core, t, TASK_QUEUED);
+        core_emit_state(out, t->id, TASK_QUEUED, CORE_REASON_PREEMPTED, 0, 0);
         break;
     case CORE_OUTCOME_GPU_FAULT:
         /* Not the task's fault: it runs again, and this attempt does not use up a retry. */

@@ -25,10 +25,31 @@ struct core_policy core_policy_default(void)
     };
 }
 
+/* Tiresias-like: three queues, split at 1 and 10 GPU-hours... measured in docs/SCHEDULING.md. */
+void core_policy_las(struct core_policy *policy)
+{
+    policy->las = true;
+    policy->las_nthresholds = 2;
+    policy->las_threshold[0] = 3600;
+    policy->las_threshold[1] = 36000;
+    policy->las_min_run_ms = 10 * 60 * 1000;
+    policy->las_starve_k = 8;
+}
+
 struct core *core_new(const struct core_policy *policy)
 {
     struct core *core = core_xcalloc(1, sizeof *core);
     core->policy = policy != NULL ? *policy : core_policy_default();
+    core->las_wakeup = CORE_TIME_NEVER;
+    core->las_promote_next = CORE_TIME_NEVER;
+    if (core->policy.las) {
+        /* las orders by its queues, then priority, then ready time: no aging. */
+        core->policy.aging_ms = 0;
+        if (core->policy.las_nthresholds < 0)
+            core->policy.las_nthresholds = 0;
+        if (core->policy.las_nthresholds > CORE_LAS_MAX)
+            core->policy.las_nthresholds = CORE_LAS_MAX;
+    }
     core_queue_init(&core->queue, core->policy.aging_ms, &core->shapes);
     core_queue_init(&core->slurm_queue, core->policy.aging_ms, &core->shapes);
     core->now = INT64_MIN;
@@ -139,6 +160,10 @@ struct core_task *core_task_alloc(struct core *core, const struct core_task_spec
     t->serial = ++core->serial;
     t->owner = core_user_get(core, spec->user);
     t->priority = spec->priority;
+    t->qprio = spec->priority;
+    t->preemptible = spec->preemptible;
+    t->submit_time = spec->submit_time;
+    t->service = spec->service > 0 ? spec->service : 0;
     t->req = spec->req;
     t->max_retries = spec->max_retries < 0 ? 0 : spec->max_retries;
     t->nbackoff = spec->nbackoff < 0 ? 0 : spec->nbackoff;
@@ -202,6 +227,7 @@ void core_task_move(struct core *core, struct core_task *t, enum task_state to)
     t->state = to;
     if (to == TASK_QUEUED) {
         t->ready_time = core_ready_time(core);
+        core_task_rekey(core, t);
         core_queue_insert(core_task_queue(core, t), t);
         core_spill_note(core, t);
     } else if (to == TASK_RETRYING) {
@@ -270,6 +296,7 @@ int core_submit(struct core *core, const struct core_task_spec *spec, core_time 
     core_task_add(core, t, state);
     if (state == TASK_QUEUED) {
         t->ready_time = core_ready_time(core);
+        core_task_rekey(core, t);
         core_queue_insert(core_task_queue(core, t), t);
         core_spill_note(core, t);
     }
@@ -366,6 +393,7 @@ int core_set_priority(struct core *core, int64_t id, int priority, const char **
     if (queue != NULL)
         core_queue_remove(queue, t);
     t->priority = priority;
+    core_task_rekey(core, t);
     if (queue != NULL)
         core_queue_insert(queue, t);
     return 0;
@@ -388,7 +416,10 @@ core_time core_next_wakeup(const struct core *core)
 {
     const struct core_task *t = core_retry_top(&core->retry);
     core_time retry = t != NULL ? t->retry_at : CORE_TIME_NEVER, spill = core_spill_next(core);
-    return spill < retry ? spill : retry;
+    core_time next = spill < retry ? spill : retry;
+    if (core->policy.las && core->las_wakeup < next)
+        next = core->las_wakeup;
+    return next;
 }
 
 void core_stats(const struct core *core, struct core_stats *out)
@@ -406,6 +437,23 @@ int core_task_attempts(const struct core *core, int64_t id)
 {
     const struct core_task *t = core_task_get(core, id);
     return t != NULL ? t->attempts : -1;
+}
+
+double core_task_service(const struct core *core, int64_t id, core_time now)
+{
+    const struct core_task *t = core_task_get(core, id);
+    if (t == NULL)
+        return -1;
+    double ms = t->service;
+    if (t->run != NULL && now > t->run->started)
+        ms += core_las_gpus(t) * (double)(now - t->run->started);
+    return ms / 1000;
+}
+
+int core_task_las_queue(const struct core *core, int64_t id, core_time now)
+{
+    const struct core_task *t = core_task_get(core, id);
+    return t != NULL && core->policy.las ? core_las_queue(core, t, now) : -1;
 }
 
 void core_count_states(const struct core *core, size_t counts[TASK_NSTATES])

@@ -118,6 +118,13 @@ struct core_task_spec {
     uint32_t user;       /* its owner, an opaque number (the daemon gives the uid); every task
                           * 0 = one user, which is today's behaviour */
     enum core_backend backend; /* core_choose_backend() decided it at submission */
+    /* The task saves a checkpoint and exits when asked (CORE_ACT_PREEMPT): a policy that
+     * preempts (las) may stop it to make room and run it again later. Never preempted
+     * otherwise. */
+    bool preemptible;
+    /* Service it attained before (GPU-ms of earlier attempts the driver knows of, e.g. after
+     * a restart); las orders by it. 0 for a new task. */
+    double service;
 };
 
 /* Where an attempt runs: GPUs on one node, or (nnodes > 1) whole nodes. */
@@ -136,6 +143,10 @@ enum core_action_type {
     CORE_ACT_STATE, /* the task is now in `state` (commit it); for RETRYING, `at` = retry time */
     CORE_ACT_START, /* start attempt `attempt` on `placement` (the task is now RUNNING) */
     CORE_ACT_KILL,  /* stop the running attempt (cancel); core_attempt_exited() follows */
+    CORE_ACT_PREEMPT, /* stop attempt `attempt` of a preemptible task to make room (las): the
+                       * driver asks it to checkpoint and exit, then reports
+                       * core_attempt_exited(CORE_OUTCOME_PREEMPTED); it holds its resources
+                       * until then */
 };
 
 /* Why a task reached its state, for `drover show`. reason_task names a related task. */
@@ -158,6 +169,7 @@ enum core_reason {
     CORE_REASON_OOM,              /* out of GPU memory: queued again with a larger claim */
     CORE_REASON_STALLED,          /* no output and an idle GPU for --stall: killed */
     CORE_REASON_GPU_FAULT,        /* its GPU failed: queued again */
+    CORE_REASON_PREEMPTED,        /* preempted to make room (las): queued again */
 };
 
 struct core_action {
@@ -224,6 +236,33 @@ struct core_policy {
     bool slurm;
     enum core_spill { CORE_SPILL_NEVER, CORE_SPILL_UNFIT, CORE_SPILL_AFTER } spill;
     int64_t spill_after_ms;
+    /* Discretized 2D least-attained-service (core/sched.c, docs/SCHEDULING.md): a task's
+     * queue is the number of las_threshold[] (GPU-seconds, ascending) its attained service
+     * (GPUs x seconds run, across attempts) has reached; the lowest queue first, then
+     * priority, then ready time (aging is ignored). A pass skips what does not fit (no
+     * head-of-line blocking, no reservation), and a task that does not fit may preempt
+     * preemptible tasks of a higher queue that have run las_min_run_ms in their attempt, the
+     * fewest whose release makes it fit. A waiting task that ran before is promoted to the
+     * first queue once it has waited las_starve_k x its last run (0: never), or
+     * las_starve_max_ms if that is less (0: no cap); a promoted task's next attempt is never
+     * preempted. Off: nothing of this (every other field's behaviour is unchanged). */
+    bool las;
+    int las_nthresholds;            /* queues = las_nthresholds + 1; at most CORE_LAS_MAX */
+#define CORE_LAS_MAX 7
+    double las_threshold[CORE_LAS_MAX]; /* GPU-seconds */
+    int64_t las_min_run_ms;
+    double las_starve_k;
+    int64_t las_starve_max_ms;
+    /* What a promotion gives: off, the promoted attempt is never preempted; on, the task's
+     * attained service counts from the promotion (Tiresias: it is a new task again, preempted
+     * like one). */
+    bool las_starve_reset;
+    /* A task preempted this many times is not preempted again (its later attempts run to
+     * their end); 0 = no such bound. */
+    int las_max_preempt;
+    /* Promote a waiting task once it has waited this long in all since its submission (its
+     * time not running, across attempts); 0 = not so. */
+    int64_t las_starve_total_ms;
 };
 
 /* The daemon's default: aging 60 s per point, backfill, best fit, scan bound 10000, fair share
@@ -311,6 +350,9 @@ enum core_outcome {
                                * as a failure */
     CORE_OUTCOME_GPU_FAULT,   /* its GPU failed (vanished, XID, ECC): queued again, and the
                                * attempt does not count against its retries */
+    CORE_OUTCOME_PREEMPTED,   /* stopped by a CORE_ACT_PREEMPT (or, for a preemptible task,
+                               * whenever the driver stopped it to make room): queued again,
+                               * no retry used */
 };
 
 /* The running attempt of task id ended. Releases its resources; appends the task's next state
@@ -361,11 +403,14 @@ struct core_stats {
     uint64_t examined;       /* ready tasks the passes looked at */
     uint64_t fit_checks;     /* placement searches (is there room for this request now?) */
     uint64_t reservations;   /* backfill reservations computed (not reused) */
+    uint64_t preemptions;    /* CORE_ACT_PREEMPT appended (las) */
+    uint64_t promotions;     /* las starvation promotions */
 };
 void core_stats(const struct core *core, struct core_stats *out);
 
 /* The earliest time at which core_schedule() would do something that no event triggers
- * (a backoff ending), or CORE_TIME_NEVER. */
+ * (a backoff ending; with las, a promotion, a running task reaching a threshold or its minimum
+ * run while a task waits: as of the last pass), or CORE_TIME_NEVER. */
 core_time core_next_wakeup(const struct core *core);
 
 /* ---- users: fair share and limits (core/users.c) ------------------------------------------ */
@@ -453,6 +498,13 @@ double core_decay(double x);
 int core_task_state(const struct core *core, int64_t id);
 /* The live task's attempt count so far (0 before the first start), or -1. */
 int core_task_attempts(const struct core *core, int64_t id);
+/* The live task's attained service in GPU-seconds as of now (attempts ended, plus the running
+ * one's time so far), or -1. */
+double core_task_service(const struct core *core, int64_t id, core_time now);
+/* Its las queue as a pass would see it now (0 = first), or -1 (not live, or las is off). */
+int core_task_las_queue(const struct core *core, int64_t id, core_time now);
+/* The las defaults, for a driver that turns las on: thresholds, minimum run, starvation. */
+void core_policy_las(struct core_policy *policy);
 /* Counts of live tasks by state (array of TASK_NSTATES). */
 void core_count_states(const struct core *core, size_t counts[TASK_NSTATES]);
 

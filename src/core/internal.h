@@ -28,6 +28,8 @@ struct core_run {
      * core->ends_stamp: kept from one reservation to the next, so only new ones are sorted. */
     uint64_t end_stamp;
     size_t end_rank;
+    bool preempting;              /* las asked it to stop (CORE_ACT_PREEMPT); still holds */
+    bool protect;                 /* las: started promoted (starvation): never preempted */
 };
 
 /* A user: what fair share and the limits need (core/users.c). Kept until core_free(), so a
@@ -62,6 +64,19 @@ struct core_task {
     int attempts;
     int attempts_base;            /* spec.retry_base: attempts made before this retry budget */
     enum core_backend backend;
+    /* The key the ready queue orders by (queue.c): the priority, or with las the queue and
+     * the priority together (sched.c: core_las_key). */
+    int qprio;
+    /* las: preemptible, the GPU-ms of attempts ended, how long the last attempt ran, and
+     * whether it waits promoted to the first queue (starvation guard). */
+    bool preemptible;
+    bool promoted;
+    double service;
+    double service_base;          /* las_starve_reset: the service at the last promotion */
+    int64_t last_run;
+    int preempted;                /* times it was preempted (las_max_preempt) */
+    core_time submit_time;
+    int64_t run_total;            /* ms its attempts ran, in all */
 
     struct core_dep *deps;        /* as given; restore links them in core_restore_done() */
     size_t ndeps;
@@ -118,6 +133,8 @@ struct core {
     size_t nends, ends_cap;
     uint64_t ends_stamp;
     struct core_stats stats;
+    core_time las_wakeup;         /* las: the next time a pass would act by the clock alone */
+    core_time las_promote_next;   /* las: the earliest starvation promotion due (or later) */
     /* Backfill's "what is free at time T": a copy of place whose node i is current only when
      * scratch_stamp[i] == stamp (copied when first touched, so that a reservation costs what
      * it releases, not the size of the cluster). seen_stamp marks nodes a spanning head's
@@ -162,6 +179,8 @@ struct core {
 
 /* core.c */
 core_time core_clock(struct core *core, core_time now);
+/* Sets t->qprio, the ready queue's key, before t is inserted there. */
+void core_task_rekey(struct core *core, struct core_task *t);
 /* The next ready_time: now, but never earlier than one handed out before. */
 core_time core_ready_time(struct core *core);
 core_time core_time_add(core_time t, int64_t ms);
@@ -219,6 +238,32 @@ struct core_task *core_ready_next(struct core *core, core_queue_skip_fn *skip, v
 /* How many users have ready local tasks and are not at a limit, counting to 2 at most (with
  * fair share and two of them, their order moves with time). */
 size_t core_users_ready(const struct core *core);
+
+/* las.c */
+/* t's queue (0 first) as of now; its queue key for the ready queue. */
+int core_las_queue(const struct core *core, const struct core_task *t, core_time now);
+int core_las_key(const struct core *core, const struct core_task *t, core_time now);
+/* GPUs a request counts for attained service (a shared claim counts as one GPU). */
+double core_las_gpus(const struct core_task *t);
+/* t fits nowhere now: appends CORE_ACT_PREEMPT for the attempts whose release makes room. */
+void core_las_preempt(struct core *core, const struct core_task *t, core_time now,
+                      struct core_actions *out);
+/* Promotes the queued tasks whose starvation guard is due (at the start of a pass). */
+void core_las_promote(struct core *core, core_time now);
+/* Sets core->las_wakeup after a pass; wait_q: the lowest queue of a task that did not fit. */
+void core_las_wakeup(struct core *core, core_time now, int wait_q);
+
+/* sched.c: the scratch copy of the nodes (backfill's reservation, las's trial releases). */
+void core_sched_new_stamp(struct core *core);
+/* Releases run in the scratch copy (nothing if it claims nothing here) and says whether req then
+ * fits on a node it held — or, when req spans nodes, on the whole nodes counted so far in
+ * cand/ncand/total — with the place in *pl. Backfill's reservation and las's preemption. */
+bool core_sched_release_fits(struct core *core, const struct core_run *run,
+                             const struct core_request *req, bool span, int *ncand, int *total,
+                             struct core_placement *pl);
+struct core_place_node *core_sched_scratch_node(struct core *core, int i);
+void core_sched_span_consider(struct core *core, const struct core_place_node *nodes, int i,
+                              const struct core_request *req, int *ncand, int *total);
 
 /* sched.c: a pass that only looks (core/why.c). */
 enum core_look_verdict {

@@ -144,14 +144,14 @@ void core_queue_free(struct core_queue *queue)
 bool core_queue_before(const struct core_queue *queue, const struct core_task *a,
                        const struct core_task *b)
 {
-    if (a->priority != b->priority && queue->aging_ms > 0) {
-        int64_t ka = (int64_t)a->priority * queue->aging_ms - a->ready_time;
-        int64_t kb = (int64_t)b->priority * queue->aging_ms - b->ready_time;
+    if (a->qprio != b->qprio && queue->aging_ms > 0) {
+        int64_t ka = (int64_t)a->qprio * queue->aging_ms - a->ready_time;
+        int64_t kb = (int64_t)b->qprio * queue->aging_ms - b->ready_time;
         if (ka != kb)
             return ka > kb;
     }
-    if (a->priority != b->priority)
-        return a->priority > b->priority;
+    if (a->qprio != b->qprio)
+        return a->qprio > b->qprio;
     if (a->ready_time != b->ready_time)
         return a->ready_time < b->ready_time;
     return a->id < b->id;
@@ -214,7 +214,7 @@ void core_queue_insert(struct core_queue *queue, struct core_task *t)
 {
     if (t->in_queue)
         core_bug();
-    struct core_queue_level *level = queue_level(queue, t->priority);
+    struct core_queue_level *level = queue_level(queue, t->qprio);
     struct core_task *after = level->tail;
     while (after != NULL && queue_later(after, t))
         after = after->qprev;
@@ -259,7 +259,7 @@ void core_queue_remove(struct core_queue *queue, struct core_task *t)
     if (!t->in_queue)
         return;
     bool found;
-    size_t i = queue_find(queue, t->priority, &found);
+    size_t i = queue_find(queue, t->qprio, &found);
     if (!found)
         core_bug();
     struct core_queue_level *level = &queue->levels[i];

@@ -89,6 +89,7 @@ static void restore_queue(struct core *core)
     }
     qsort(v, n, sizeof *v, restore_cmp_ready);
     for (size_t i = 0; i < n; i++) {
+        core_task_rekey(core, v[i]);
         core_queue_insert(core_task_queue(core, v[i]), v[i]);
         core_spill_note(core, v[i]);
     }

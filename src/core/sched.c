@@ -209,7 +209,7 @@ static void sched_set_reserve(struct sched_pass *p, const struct core_placement 
 }
 
 /* A fresh stamp: every scratch node is stale, no node is seen or reserved. */
-static void sched_new_stamp(struct core *core)
+void core_sched_new_stamp(struct core *core)
 {
     if (++core->stamp == 0) {
         size_t n = (size_t)core->place.nnodes + 1;
@@ -221,7 +221,7 @@ static void sched_new_stamp(struct core *core)
 }
 
 /* Node i of the scratch copy, brought up to date on its first touch under this stamp. */
-static struct core_place_node *sched_scratch_node(struct core *core, int i)
+struct core_place_node *core_sched_scratch_node(struct core *core, int i)
 {
     if (core->scratch_stamp[i] != core->stamp) {
         /* Only the GPUs it has: the array is sized for the largest node there can be. */
@@ -234,7 +234,7 @@ static struct core_place_node *sched_scratch_node(struct core *core, int i)
 }
 
 /* A spanning head's search: node i (current in `nodes`) joins the candidates if it suits. */
-static void sched_span_consider(struct core *core, const struct core_place_node *nodes, int i,
+void core_sched_span_consider(struct core *core, const struct core_place_node *nodes, int i,
                                 const struct core_request *req, int *ncand, int *total)
 {
     if (core->seen_stamp[i] == core->stamp || !core_place_span_ok(&nodes[i], req))
@@ -246,21 +246,20 @@ static void sched_span_consider(struct core *core, const struct core_place_node 
 
 /* Releases, in the scratch copy, what runs[i] holds; returns whether the head fits then, with
  * its place in *pl. Only the nodes the run held can have become able to take the head. */
-static bool sched_release_fits(struct sched_pass *p, const struct core_run *run,
-                               const struct core_request *req, bool span, int *ncand, int *total,
-                               struct core_placement *pl)
+bool core_sched_release_fits(struct core *core, const struct core_run *run,
+                             const struct core_request *req, bool span, int *ncand, int *total,
+                             struct core_placement *pl)
 {
-    struct core *core = p->core;
     const int *nodes = run->placement.nnodes > 1 ? run->placement.nodes : &run->placement.node;
     int nnodes = run->placement.nnodes > 1 ? run->placement.nnodes : 1;
     if (!run->claimed)
         return false;
     for (int k = 0; k < nnodes; k++)
-        sched_scratch_node(core, nodes[k]);
+        core_sched_scratch_node(core, nodes[k]);
     core_place_release(&core->scratch, &run->placement, &run->task->req);
     for (int k = 0; k < nnodes; k++) {
         if (span)
-            sched_span_consider(core, core->scratch.nodes, nodes[k], req, ncand, total);
+            core_sched_span_consider(core, core->scratch.nodes, nodes[k], req, ncand, total);
         else if (core_place_fit_node(&core->scratch, nodes[k], req, core->policy.best_fit, pl))
             return true;
     }
@@ -300,17 +299,17 @@ static void sched_reserve(struct sched_pass *p, const struct core_task *head)
     for (struct core_run *run = core->running; run != NULL; run = run->next)
         if (sched_run_end(run) == CORE_TIME_NEVER)
             runs[n++] = run;
-    sched_new_stamp(core);
+    core_sched_new_stamp(core);
     p->reserved = false;
     p->shadow = CORE_TIME_NEVER;
     bool span = core_place_spans(&core->place, req);
     int ncand = 0, total = 0;
     if (span)
         for (int i = 0; i < core->place.nnodes; i++)
-            sched_span_consider(core, core->place.nodes, i, req, &ncand, &total);
+            core_sched_span_consider(core, core->place.nodes, i, req, &ncand, &total);
     for (size_t i = 0; i < n; i++) {
         struct core_placement pl;
-        if (sched_release_fits(p, runs[i], req, span, &ncand, &total, &pl)) {
+        if (core_sched_release_fits(core, runs[i], req, span, &ncand, &total, &pl)) {
             core_time end = sched_run_end(runs[i]);
             p->shadow = end > p->now ? end : p->now;
             sched_set_reserve(p, &pl, req);
@@ -399,6 +398,17 @@ static bool sched_consider(struct sched_pass *p, struct core_task *t)
         return true;
     if (!sched_fit(p, t, NULL, &pl)) {
         sched_note(p, t, CORE_LOOK_NO_FIT);
+        if (policy->las) {
+            /* No head: what does not fit is passed over, and may preempt. */
+            if (p->look == NULL)
+                core_las_preempt(core, t, p->now, p->out);
+            sched_place(p, t)->no_fit_pass = p->stamp;
+            if (!p->blocked) {
+                p->blocked = true;
+                p->head = t;
+            }
+            return true;
+        }
         if (policy->strict_order || !policy->backfill) {
             p->head = t;
             return false;
@@ -448,7 +458,7 @@ static enum core_look_stop sched_loop(struct sched_pass *p)
     /* A look visits what a real pass drops, to give it a verdict. */
     core_queue_skip_fn *skip = p->look == NULL ? sched_skip : NULL;
     while ((t = core_ready_next(core, skip, p)) != NULL) {
-        if (!core_place_open(&core->place))
+        if (!core_place_open(&core->place) && !core->policy.las)
             return CORE_LOOK_STOP_FULL;
         if (max_scan > 0 && p->examined >= max_scan)
             return CORE_LOOK_STOP_SCAN;
@@ -473,6 +483,8 @@ static bool sched_clean(const struct core *core, core_time now)
 {
     if (core->clean_version == 0 || core->clean_version != sched_version(core))
         return false;
+    if (core->policy.las)
+        return now == core->clean_now; /* services grow with time */
     return now == core->clean_now || !core->policy.fair_share || core_users_ready(core) < 2;
 }
 
@@ -493,12 +505,16 @@ void core_schedule(struct core *core, core_time now, struct core_actions *out)
         return;
     core_spill_due(core, now);
     core_schedule_slurm(core, now, out);
+    if (core->policy.las)
+        core_las_promote(core, now);
     if (sched_clean(core, now)) {
         core->stats.passes_skipped++;
         return;
     }
     struct sched_pass p = { .core = core, .now = now, .out = out, .shadow = CORE_TIME_NEVER };
     sched_loop(&p);
+    if (core->policy.las)
+        core_las_wakeup(core, now, p.head != NULL ? core_las_queue(core, p.head, now) : -1);
     core->clean_version = sched_version(core);
     core->clean_now = now;
 }

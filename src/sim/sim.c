@@ -28,8 +28,18 @@ int sim_policy_apply(const char *name, struct sim_config *config, const char **e
         policy.backfill = true;
         policy.best_fit = false;
         policy.fair_share = false;
+    } else if (strcmp(name, "las") == 0) {
+        /* Discretized 2D-LAS with preemption (core/sched.c): every job preemptible, first
+         * fit, no aging, no fair share; the las knobs at their defaults (core_policy_las). */
+        policy.aging_ms = 0;
+        policy.strict_order = false;
+        policy.backfill = false;
+        policy.best_fit = false;
+        policy.fair_share = false;
+        core_policy_las(&policy);
+        config->preemptible = true;
     } else if (strcmp(name, "drover") != 0) {
-        *err = "unknown policy (expected fifo, backfill or drover)";
+        *err = "unknown policy (expected fifo, backfill, drover or las)";
         return -1;
     }
     config->policy = policy;
@@ -62,26 +72,51 @@ int sim_limits_parse(const char *s, enum sim_limits *limits, double *factor, con
 
 /* ---- the run ------------------------------------------------------------------------------- */
 
-/* What became of one job. */
-struct sim_record {
-    int64_t start, end;      /* ms; start = -1 while it has not started */
+/* Where one run segment of a job ran. */
+struct sim_where {
     int node;
     int nspan;               /* > 1: whole nodes span[0..nspan) */
     int *span;
     uint64_t gpu_mask;       /* GPUs on node (single node) */
 };
 
-/* A min-heap of running jobs by (end, index): the same input always ends them in one order. */
+/* A segment that ended by a preemption (las). */
+struct sim_segment {
+    int64_t start, end;
+    struct sim_where where;
+};
+
+/* What became of one job. */
+struct sim_record {
+    int64_t start, end;      /* ms; start = -1 while it has not started; the first start and
+                              * the last end (the end of the running segment while it runs) */
+    int64_t seg_start;       /* the running segment's start */
+    int64_t remaining;       /* work left when it next starts: duration, plus the preemption
+                              * cost for each preemption, less what ran */
+    uint32_t gen;            /* bumped by a preemption: the heap's older entries are stale */
+    bool running;
+    struct sim_where where;  /* the running (or last) segment's */
+    struct sim_segment *segs; /* segments ended by preemption, in order */
+    size_t nsegs;
+};
+
+/* A min-heap of running segments by (end, index): the same input always ends them in one
+ * order. An entry whose gen is not its job's is a preempted segment's: skipped. */
+struct sim_hent {
+    int64_t end;
+    size_t job;
+    uint32_t gen;
+};
+
 struct sim_heap {
-    size_t *v;
+    struct sim_hent *v;
     size_t n, cap;
     const struct sim_record *rec;
 };
 
-static bool sim_heap_less(const struct sim_heap *h, size_t a, size_t b)
+static bool sim_heap_less(const struct sim_hent *a, const struct sim_hent *b)
 {
-    int64_t ea = h->rec[a].end, eb = h->rec[b].end;
-    return ea != eb ? ea < eb : a < b;
+    return a->end != b->end ? a->end < b->end : a->job < b->job;
 }
 
 static void sim_heap_push(struct sim_heap *h, size_t job)
@@ -90,24 +125,31 @@ static void sim_heap_push(struct sim_heap *h, size_t job)
         h->cap = h->cap ? 2 * h->cap : 1024;
         h->v = xrealloc(h->v, h->cap * sizeof *h->v);
     }
+    struct sim_hent e = {.end = h->rec[job].end, .job = job, .gen = h->rec[job].gen};
     size_t i = h->n++;
-    while (i > 0 && sim_heap_less(h, job, h->v[(i - 1) / 2])) {
+    while (i > 0 && sim_heap_less(&e, &h->v[(i - 1) / 2])) {
         h->v[i] = h->v[(i - 1) / 2];
         i = (i - 1) / 2;
     }
-    h->v[i] = job;
+    h->v[i] = e;
+}
+
+static bool sim_heap_stale(const struct sim_heap *h, const struct sim_hent *e)
+{
+    return !h->rec[e->job].running || h->rec[e->job].gen != e->gen;
 }
 
 static size_t sim_heap_pop(struct sim_heap *h)
 {
-    size_t top = h->v[0], last = h->v[--h->n], i = 0;
+    size_t top = h->v[0].job, i = 0;
+    struct sim_hent last = h->v[--h->n];
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= h->n)
             break;
-        if (c + 1 < h->n && sim_heap_less(h, h->v[c + 1], h->v[c]))
+        if (c + 1 < h->n && sim_heap_less(&h->v[c + 1], &h->v[c]))
             c++;
-        if (!sim_heap_less(h, h->v[c], last))
+        if (!sim_heap_less(&h->v[c], &last))
             break;
         h->v[i] = h->v[c];
         i = c;
@@ -115,6 +157,13 @@ static size_t sim_heap_pop(struct sim_heap *h)
     if (h->n > 0)
         h->v[i] = last;
     return top;
+}
+
+/* Drops the stale entries on top; then the top (if any) is a running segment's end. */
+static void sim_heap_clean(struct sim_heap *h)
+{
+    while (h->n > 0 && sim_heap_stale(h, &h->v[0]))
+        sim_heap_pop(h);
 }
 
 struct sim_state;
@@ -128,6 +177,8 @@ struct sim_state {
     struct sim_record *rec;
     bool *unfit;
     struct sim_heap running;
+    size_t nrunning;         /* segments running (the heap may hold stale entries too) */
+    uint64_t preemptions;
     double core_cpu;         /* seconds inside core/ */
     uint64_t passes;
     /* Since the previous step: how long jobs waited, and how many ran meanwhile (x time). */
@@ -178,6 +229,7 @@ static void sim_submit(struct sim_state *st, size_t i)
     spec.submit_time = job->submit_ms;
     spec.user = job->user;
     spec.req = sim_request(st->config, job);
+    spec.preemptible = st->config->preemptible;
     if (core_submit(st->core, &spec, job->submit_ms, &st->acts) != 0)
         fatalx("simulate: core refused job %s", job->id);
 }
@@ -187,18 +239,42 @@ static void sim_record_start(struct sim_state *st, const struct core_action *act
     size_t i = (size_t)(act->task - 1);
     struct sim_record *r = &st->rec[i];
     const struct core_placement *pl = &act->placement;
-    r->start = now;
-    r->end = now + st->config->trace->jobs[i].duration_ms;
-    r->node = pl->node;
+    if (r->start < 0)
+        r->start = now;
+    r->seg_start = now;
+    r->end = now + r->remaining;
+    r->running = true;
+    memset(&r->where, 0, sizeof r->where);
+    r->where.node = pl->node;
     if (pl->nnodes > 1) {
-        r->nspan = pl->nnodes;
-        r->span = xmalloc((size_t)pl->nnodes * sizeof *r->span);
-        memcpy(r->span, pl->nodes, (size_t)pl->nnodes * sizeof *r->span);
+        r->where.nspan = pl->nnodes;
+        r->where.span = xmalloc((size_t)pl->nnodes * sizeof *r->where.span);
+        memcpy(r->where.span, pl->nodes, (size_t)pl->nnodes * sizeof *r->where.span);
     } else {
         for (int g = 0; g < pl->ngpus; g++)
-            r->gpu_mask |= 1ULL << pl->gpu[g];
+            r->where.gpu_mask |= 1ULL << pl->gpu[g];
     }
+    st->nrunning++;
     sim_heap_push(&st->running, i);
+}
+
+/* core asked to preempt job i now: its segment ends, and the work it loses (the preemption
+ * cost) is added to what is left. core hears of the exit at once (a checkpoint is instant in
+ * the simulation; its cost is the lost work). */
+static void sim_preempt(struct sim_state *st, size_t i, int64_t now)
+{
+    struct sim_record *r = &st->rec[i];
+    if (!r->running)
+        return;
+    r->segs = xrealloc(r->segs, (r->nsegs + 1) * sizeof *r->segs);
+    r->segs[r->nsegs++] = (struct sim_segment){.start = r->seg_start, .end = now,
+                                               .where = r->where};
+    memset(&r->where, 0, sizeof r->where);
+    r->remaining = r->end - now + st->config->preempt_cost_ms;
+    r->running = false;
+    r->gen++;
+    st->nrunning--;
+    st->preemptions++;
 }
 
 /* One instant: the jobs that end now, those that arrive now, then one scheduling pass. */
@@ -208,25 +284,47 @@ static void sim_step(struct sim_state *st, int64_t now, size_t *next)
     if (st->waiting) {
         double dt = (double)(now - st->last_step) / 1000;
         st->contended += dt;
-        st->running_contended += dt * (double)st->running.n;
+        st->running_contended += dt * (double)st->nrunning;
     }
     double t0 = sim_cpu_seconds();
     core_actions_clear(&st->acts);
-    while (st->running.n > 0 && st->rec[st->running.v[0]].end <= now) {
+    for (sim_heap_clean(&st->running);
+         st->running.n > 0 && st->running.v[0].end <= now; sim_heap_clean(&st->running)) {
         size_t i = sim_heap_pop(&st->running);
+        st->rec[i].running = false;
+        st->nrunning--;
         if (core_attempt_exited(st->core, (int64_t)i + 1, CORE_OUTCOME_SUCCESS, now, &st->acts))
             fatalx("simulate: core lost job %s", trace->jobs[i].id);
     }
     for (; *next < trace->n && trace->jobs[*next].submit_ms <= now; (*next)++)
         if (!st->unfit[*next])
             sim_submit(st, *next);
-    core_actions_clear(&st->acts);
-    core_schedule(st->core, now, &st->acts);
-    st->passes++;
+    /* A pass; with preemptions, the victims exit at once and another pass fills the room. */
+    for (;;) {
+        core_actions_clear(&st->acts);
+        core_schedule(st->core, now, &st->acts);
+        st->passes++;
+        size_t npreempt = 0;
+        for (size_t k = 0; k < st->acts.n; k++) {
+            if (st->acts.v[k].type == CORE_ACT_START) {
+                sim_record_start(st, &st->acts.v[k], now);
+            } else if (st->acts.v[k].type == CORE_ACT_PREEMPT) {
+                sim_preempt(st, (size_t)(st->acts.v[k].task - 1), now);
+                npreempt++;
+            }
+        }
+        if (npreempt == 0)
+            break;
+        struct core_actions acts = st->acts;
+        st->acts = (struct core_actions){0};
+        for (size_t k = 0; k < acts.n; k++)
+            if (acts.v[k].type == CORE_ACT_PREEMPT &&
+                core_attempt_exited(st->core, acts.v[k].task, CORE_OUTCOME_PREEMPTED, now,
+                                    &st->acts) != 0)
+                fatalx("simulate: core lost job %s", trace->jobs[acts.v[k].task - 1].id);
+        core_actions_free(&acts);
+    }
     st->core_cpu += sim_cpu_seconds() - t0;
-    for (size_t k = 0; k < st->acts.n; k++)
-        if (st->acts.v[k].type == CORE_ACT_START)
-            sim_record_start(st, &st->acts.v[k], now);
     size_t counts[TASK_NSTATES];
     core_count_states(st->core, counts);
     st->waiting = counts[TASK_QUEUED] > 0;
@@ -307,7 +405,8 @@ static void sim_statistics(const struct sim_state *st, struct sim_result *result
         const struct sim_job *job = &trace->jobs[i];
         const struct sim_record *r = &st->rec[i];
         jct[n] = (double)(r->end - job->submit_ms) / 1000;
-        wait[n] = (double)(r->start - job->submit_ms) / 1000;
+        /* Time not running (and, with preemption, the work lost): start - submit without. */
+        wait[n] = (double)(r->end - job->submit_ms - job->duration_ms) / 1000;
         jct_sum += jct[n];
         wait_sum += wait[n];
         n++;
@@ -354,7 +453,7 @@ static void sim_user_statistics(const struct sim_state *st, struct sim_result *r
         const struct sim_job *job = &trace->jobs[i];
         const struct sim_record *r = &st->rec[i];
         struct sim_user_result *u = &result->users[job->user];
-        double wait = (double)(r->start - job->submit_ms) / 1000;
+        double wait = (double)(r->end - job->submit_ms - job->duration_ms) / 1000;
         u->jobs++;
         u->jct_avg += (double)(r->end - job->submit_ms) / 1000;
         u->wait_avg += wait;
@@ -369,6 +468,32 @@ static void sim_user_statistics(const struct sim_state *st, struct sim_result *r
         result->users[u].jct_avg /= (double)result->users[u].jobs;
         result->users[u].wait_avg /= (double)result->users[u].jobs;
     }
+}
+
+static int sim_cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void sim_preempt_statistics(const struct sim_state *st, struct sim_result *result)
+{
+    const struct sim_trace *trace = st->config->trace;
+    size_t *v = xmalloc((trace->n + 1) * sizeof *v), n = 0, sum = 0;
+    for (size_t i = 0; i < trace->n; i++)
+        if (!st->unfit[i]) {
+            v[n++] = st->rec[i].nsegs;
+            sum += st->rec[i].nsegs;
+        }
+    qsort(v, n, sizeof *v, sim_cmp_size);
+    result->preempt_enabled = st->config->policy.las;
+    result->preemptions = sum;
+    result->preempt_mean = n > 0 ? (double)sum / (double)n : 0;
+    result->preempt_p50 = n > 0 ? (double)v[(n - 1) / 2] : 0;
+    if (n > 0 && n % 2 == 0)
+        result->preempt_p50 = ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2;
+    result->preempt_max = n > 0 ? v[n - 1] : 0;
+    free(v);
 }
 
 /* ---- the schedule as CSV ------------------------------------------------------------------- */
@@ -395,6 +520,46 @@ static void sim_print_node(FILE *fp, const struct sim_config *config, int node)
         fprintf(fp, "%d", node);
 }
 
+/* One row: job_id,submit,start,end,node,gpus. */
+static void sim_write_row(FILE *fp, const struct sim_config *config, const struct sim_job *job,
+                          int64_t start, int64_t end, const struct sim_where *w)
+{
+    fprintf(fp, "%s,", job->id);
+    sim_print_seconds(fp, job->submit_ms);
+    fputc(',', fp);
+    sim_print_seconds(fp, start);
+    fputc(',', fp);
+    sim_print_seconds(fp, end);
+    fputc(',', fp);
+    if (w->nspan > 1) {
+        /* Whole nodes: every GPU of each. */
+        for (int k = 0; k < w->nspan; k++) {
+            if (k > 0)
+                fputc(';', fp);
+            sim_print_node(fp, config, w->span[k]);
+        }
+        fputc(',', fp);
+        for (int g = 0; g < config->nodes[w->span[0]].ngpus; g++)
+            fprintf(fp, "%s%d", g > 0 ? ";" : "", g);
+        fputc('\n', fp);
+        return;
+    }
+    sim_print_node(fp, config, w->node);
+    fputc(',', fp);
+    bool shared = job->gpus > 0 && job->gpu_milli < 1000 && !config->whole_gpus;
+    int printed = 0;
+    for (int g = 0; g < CORE_MAX_NODE_GPUS; g++) {
+        if (!(w->gpu_mask >> g & 1))
+            continue;
+        fprintf(fp, "%s%d", printed++ > 0 ? ";" : "", g);
+        if (shared)
+            fprintf(fp, "@%g", job->gpu_milli / 1000.0);
+    }
+    fputc('\n', fp);
+}
+
+/* One row per run segment: a job never preempted has one; a preempted one a row for each
+ * segment, in order (each ended by a preemption, the last by the job's end). */
 static int sim_write_schedule(const struct sim_state *st, char **err)
 {
     const struct sim_config *config = st->config;
@@ -406,38 +571,10 @@ static int sim_write_schedule(const struct sim_state *st, char **err)
             continue;
         const struct sim_job *job = &trace->jobs[i];
         const struct sim_record *r = &st->rec[i];
-        fprintf(fp, "%s,", job->id);
-        sim_print_seconds(fp, job->submit_ms);
-        fputc(',', fp);
-        sim_print_seconds(fp, r->start);
-        fputc(',', fp);
-        sim_print_seconds(fp, r->end);
-        fputc(',', fp);
-        if (r->nspan > 1) {
-            /* Whole nodes: every GPU of each. */
-            for (int k = 0; k < r->nspan; k++) {
-                if (k > 0)
-                    fputc(';', fp);
-                sim_print_node(fp, config, r->span[k]);
-            }
-            fputc(',', fp);
-            for (int g = 0; g < config->nodes[r->span[0]].ngpus; g++)
-                fprintf(fp, "%s%d", g > 0 ? ";" : "", g);
-            fputc('\n', fp);
-            continue;
-        }
-        sim_print_node(fp, config, r->node);
-        fputc(',', fp);
-        bool shared = job->gpus > 0 && job->gpu_milli < 1000 && !config->whole_gpus;
-        int printed = 0;
-        for (int g = 0; g < CORE_MAX_NODE_GPUS; g++) {
-            if (!(r->gpu_mask >> g & 1))
-                continue;
-            fprintf(fp, "%s%d", printed++ > 0 ? ";" : "", g);
-            if (shared)
-                fprintf(fp, "@%g", job->gpu_milli / 1000.0);
-        }
-        fputc('\n', fp);
+        for (size_t k = 0; k < r->nsegs; k++)
+            sim_write_row(fp, config, job, r->segs[k].start, r->segs[k].end, &r->segs[k].where);
+        sim_write_row(fp, config, job, r->nsegs > 0 ? r->seg_start : r->start, r->end,
+                      &r->where);
     }
     if (fflush(fp) != 0 || ferror(fp)) {
         *err = xasprintf("writing the schedule: %s", strerror(errno));
@@ -468,8 +605,10 @@ int sim_run(const struct sim_config *config, struct sim_result *result, char **e
         *err = xasprintf("no job can run on these nodes; the first: %s", result->first_unfit);
         goto out;
     }
-    for (size_t i = 0; i < trace->n; i++)
+    for (size_t i = 0; i < trace->n; i++) {
         st.rec[i].start = -1;
+        st.rec[i].remaining = trace->jobs[i].duration_ms;
+    }
     if (config->why_job != NULL) {
         for (size_t i = 0; i < trace->n && st.why_id == 0; i++)
             if (strcmp(trace->jobs[i].id, config->why_job) == 0)
@@ -491,8 +630,13 @@ int sim_run(const struct sim_config *config, struct sim_result *result, char **e
         int64_t now = INT64_MAX;
         if (next < trace->n)
             now = trace->jobs[next].submit_ms;
-        if (st.running.n > 0 && st.rec[st.running.v[0]].end < now)
-            now = st.rec[st.running.v[0]].end;
+        sim_heap_clean(&st.running);
+        if (st.running.n > 0 && st.running.v[0].end < now)
+            now = st.running.v[0].end;
+        /* las acts by the clock too (a threshold reached, a promotion due). */
+        core_time wake = config->policy.las ? core_next_wakeup(st.core) : CORE_TIME_NEVER;
+        if (wake > st.last_step && wake < now && (st.nrunning > 0 || next < trace->n))
+            now = wake;
         if (now == INT64_MAX)
             break;
         sim_step(&st, now, &next);
@@ -512,10 +656,15 @@ int sim_run(const struct sim_config *config, struct sim_result *result, char **e
     result->contended = st.contended;
     result->avg_running_contended = st.contended > 0 ? st.running_contended / st.contended : 0;
     result->sched_seconds = st.core_cpu;
+    sim_preempt_statistics(&st, result);
     rc = config->schedule_out != NULL ? sim_write_schedule(&st, err) : 0;
 out:
-    for (size_t i = 0; i < trace->n; i++)
-        free(st.rec[i].span);
+    for (size_t i = 0; i < trace->n; i++) {
+        free(st.rec[i].where.span);
+        for (size_t k = 0; k < st.rec[i].nsegs; k++)
+            free(st.rec[i].segs[k].where.span);
+        free(st.rec[i].segs);
+    }
     free(st.rec);
     free(st.unfit);
     free(st.running.v);

@@ -22,9 +22,12 @@ struct sim_config;
  *   backfill  EASY backfilling: first fit, no aging, a reservation for the first blocked job
  *   drover    the daemon's default (core_policy_default()): priorities with aging, backfill,
  *             best fit, fair share between the trace's users
+ *   las       discretized 2D least-attained-service with preemption (core_policy_las()):
+ *             every job preemptible, each preemption costing config->preempt_cost_ms of work
  * fifo and backfill have no fair share (arrival or priority order across users); the caller
  * may set config->policy.fair_share afterwards (`--fair-share on|off`).
- * Sets config->policy, whole_gpus and arrival_order. Returns 0, or -1 with a static reason. */
+ * Sets config->policy, whole_gpus, arrival_order and preemptible. Returns 0, or -1 with a
+ * static reason. */
 int sim_policy_apply(const char *name, struct sim_config *config, const char **err);
 
 enum sim_limits {
@@ -48,7 +51,10 @@ struct sim_config {
     bool arrival_order;            /* ignore jobs' priorities */
     bool use_types;                /* honour jobs' GPU types (nodes from a list) */
     bool use_host;                 /* account jobs' CPUs and memory (nodes from a list) */
-    FILE *schedule_out;            /* one CSV row per job, or NULL */
+    bool preemptible;              /* jobs are preemptible (las) */
+    int64_t preempt_cost_ms;       /* work a preempted job loses (redone when it resumes) */
+    FILE *schedule_out;            /* one CSV row per run segment (one per job unless
+                                    * preempted), or NULL */
     /* --why JOB: each time the job's wait reason changes (core_why), a line "SECONDS JOB
      * REASON" to why_out; NULL = none. */
     const char *why_job;
@@ -70,7 +76,8 @@ struct sim_result {
     int ngpus;                     /* GPUs in the cluster */
     double makespan;               /* seconds, first submit to last end */
     double jct_avg, jct_p50, jct_p95, jct_p99;
-    double wait_avg, wait_p99, wait_max;
+    double wait_avg, wait_p99, wait_max; /* time not running: JCT - duration (start - submit
+                                          * without preemption) */
     double utilisation;            /* busy GPU-time / (GPUs x makespan) */
     double avg_running;            /* jobs running at once, averaged over the makespan */
     double contended;              /* seconds during which some job was waiting */
@@ -78,6 +85,10 @@ struct sim_result {
     double bound_makespan;         /* total GPU-time / GPUs */
     double bound_jct;              /* the mean duration */
     uint64_t passes;               /* core_schedule() calls */
+    bool preempt_enabled;          /* the policy preempts (las) */
+    size_t preemptions;            /* in all */
+    double preempt_mean, preempt_p50; /* per job */
+    size_t preempt_max;
     double sched_seconds;          /* CPU time spent inside core/ */
     struct sim_user_result *users; /* per user, in the trace's order of users; NULL when the
                                     * trace names none */

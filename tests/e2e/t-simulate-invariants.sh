@@ -115,6 +115,128 @@ sim "ali-typed-backfill-whole" json "$TMP/ali-typed.csv" alibaba2023 "--nodes $T
 shared=$(grep -c '@' "$TMP/ali-share-drover-packed.csv")
 if [ "$shared" -gt 0 ]; then ok "ali-share: $shared jobs share GPUs by fraction"; else bad "ali-share: no job shares a GPU"; fi
 
+# ---- las (preemption): one row per run segment --------------------------------------------------
+# check_segments TRACE NODES GPUS COST_MS SCHEDULE JSON: ITP, whole GPUs. Each job that fits
+# (<= NODES x GPUS GPUs) has rows in time order, none overlapping, the first at or after its
+# submit; its segments' lengths sum to its duration plus COST_MS per preemption (rows - 1); each
+# row holds its GPU count on one node, or whole nodes; no GPU is used by two rows at any instant
+# (ends before starts at equal times); --json's preemption total is the rows beyond the first.
+check_segments() {
+    "$PY" - "$@" <<'PY'
+import collections, json, sys
+trace, nnodes, ngpus, cost, sched, js = sys.argv[1:7]
+nnodes, ngpus, cost = int(nnodes), int(ngpus), int(cost)
+ms = lambda s: round(float(s) * 1000)
+jobs = {}
+for line in open(trace).read().splitlines()[1:]:
+    f = line.split(",")
+    jobs[f[0]] = (ms(f[1]), ms(f[2]), int(f[3]))
+rows = collections.OrderedDict()
+for line in open(sched).read().splitlines()[1:]:
+    f = line.split(",")
+    rows.setdefault(f[0], []).append(f)
+errs = []
+events = []
+extra = 0
+for jid, (submit, dur, gpus) in jobs.items():
+    if gpus > nnodes * ngpus:
+        if jid in rows:
+            errs.append("%s: too large, yet scheduled" % jid)
+        continue
+    segs = rows.pop(jid, None)
+    if not segs:
+        errs.append("%s: missing" % jid)
+        continue
+    extra += len(segs) - 1
+    total, last = 0, submit
+    for f in segs:
+        start, end = ms(f[2]), ms(f[3])
+        if ms(f[1]) != submit:
+            errs.append("%s: submit %s" % (jid, f[1]))
+        if start < last or end < start:
+            errs.append("%s: segment %s-%s overlaps or is out of order" % (jid, f[2], f[3]))
+        last = end
+        total += end - start
+        nodes = [int(n) for n in f[4].split(";")]
+        idx = [int(g) for g in f[5].split(";")] if f[5] else []
+        if len(nodes) > 1:
+            if idx != list(range(ngpus)) or len(set(nodes)) != len(nodes) or len(nodes) * ngpus < gpus:
+                errs.append("%s: bad span %s %s" % (jid, f[4], f[5]))
+        elif len(idx) != gpus or len(set(idx)) != gpus:
+            errs.append("%s: %d GPUs listed, wants %d" % (jid, len(idx), gpus))
+        for n in nodes:
+            if not 0 <= n < nnodes or any(not 0 <= g < ngpus for g in idx):
+                errs.append("%s: no node %d or GPU %s" % (jid, n, f[5]))
+            for g in idx:
+                events.append((end, 0, (n, g), jid))
+                events.append((start, 1, (n, g), jid))
+    if total != dur + cost * (len(segs) - 1):
+        errs.append("%s: ran %d ms in %d segments, wants %d + %d x %d" %
+                    (jid, total, len(segs), dur, cost, len(segs) - 1))
+for jid in rows:
+    errs.append("%s: unknown job" % jid)
+holder = {}
+for t, kind, gpu, jid in sorted(events):
+    if kind == 0:
+        holder.pop(gpu, None)
+    elif gpu in holder:
+        errs.append("GPU %s: %s and %s at %d ms" % (gpu, holder[gpu], jid, t))
+    else:
+        holder[gpu] = jid
+p = json.load(open(js)).get("preemptions", {}).get("total")
+if p != extra:
+    errs.append("--json says %s preemptions, the schedule has %d" % (p, extra))
+for e in errs[:20]:
+    print(e)
+if errs:
+    sys.exit(1)
+print("%d jobs, %d preemptions" % (len(jobs), extra))
+PY
+}
+for c in 02 08; do
+    for cost in 0 60 300; do
+        name="itp$c-las-cost$cost"
+        arg=${cost}s; [ "$cost" = 0 ] && arg=0
+        if ! "$DROVER" simulate --trace "$TMP/itp$c.csv" --format itp --cluster 3x8 --policy las \
+                --preempt-cost "$arg" --schedule-out "$TMP/$name.csv" --json > "$TMP/$name.json" 2> "$TMP/$name.err"; then
+            bad "$name: drover simulate failed: $(head -c 300 "$TMP/$name.err")"
+            continue
+        fi
+        if report=$(check_segments "$TMP/itp$c.csv" 3 8 $((cost * 1000)) "$TMP/$name.csv" "$TMP/$name.json" 2>&1); then
+            ok "$name ($report)"
+        else
+            bad "$name: the schedule breaks an invariant:"
+            printf '%s\n' "$report" | sed 's/^/       /'
+        fi
+    done
+done
+pre=$(json_field "$TMP/itp02-las-cost60.json" 'd["preemptions"]["total"]')
+if [ "$pre" -gt 0 ]; then ok "itp02 las: $pre preemptions"; else bad "itp02 las: no preemption: the slice tests too little"; fi
+# The checker catches an over-commit and a lost segment.
+"$PY" - "$TMP/itp02-las-cost60.csv" "$TMP/bad-las-share.csv" "$TMP/bad-las-drop.csv" <<'PY'
+import collections, sys
+lines = open(sys.argv[1]).read().splitlines()
+head, rows = lines[0], [l.split(",") for l in lines[1:]]
+count = collections.Counter(r[0] for r in rows)
+i = next(k for k, r in enumerate(rows) if count[r[0]] > 1)
+drop = rows[:i] + rows[i + 1:]
+open(sys.argv[3], "w").write("\n".join([head] + [",".join(r) for r in drop]) + "\n")
+single = [r for r in rows if r[5].isdigit() and float(r[3]) > float(r[2])]
+for a in single:
+    b = next((b for b in single if (b[4], b[5]) != (a[4], a[5]) and float(a[2]) < float(b[3]) and float(b[2]) < float(a[3])), None)
+    if b:
+        b[4], b[5] = a[4], a[5]
+        break
+open(sys.argv[2], "w").write("\n".join([head] + [",".join(r) for r in rows]) + "\n")
+PY
+for mode in share drop; do
+    if check_segments "$TMP/itp02.csv" 3 8 60000 "$TMP/bad-las-$mode.csv" "$TMP/itp02-las-cost60.json" > "$TMP/bad-las-$mode.out" 2>&1; then
+        bad "negative las $mode: the segment checker passed a corrupt schedule"
+    else
+        ok "negative las $mode: the segment checker catches it ($(head -1 "$TMP/bad-las-$mode.out"))"
+    fi
+done
+
 # ---- determinism: the same run twice, the same schedule and results ---------------------------
 strip_timing() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("scheduler",None); print(json.dumps(d,sort_keys=True))' "$1"; }
 same() {

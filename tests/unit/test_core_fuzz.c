@@ -260,6 +260,9 @@ static void apply(struct fuzz *z)
             assert_true(m->running);
             assert_int_equal(m->state, TASK_CANCELLED);
             break;
+        case CORE_ACT_PREEMPT:
+            fail_msg("task %lld preempted: no fuzzed policy preempts", (long long)act->task);
+            break;
         }
     }
     core_actions_clear(&z->out);
