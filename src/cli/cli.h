@@ -15,15 +15,17 @@ enum {
     EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3, EXIT_NOT_PERMITTED = 4
 };
 
-#define CMD_MAX_OPTS 24
+#define CMD_MAX_OPTS 32
 
 struct cmd_opt {
     const char *name;  /* long name without dashes */
     char short_name;   /* 0 = none */
-    bool takes_value;
+    unsigned char takes_value; /* false, true, or CMD_VALUE_OPTIONAL: --name alone or
+                                * --name=VALUE */
     bool repeat;       /* may be given several times (values collected) */
     const char *help;
 };
+#define CMD_VALUE_OPTIONAL 2
 
 struct cmd_args {
     const char *value[CMD_MAX_OPTS]; /* last value, or "" for a flag that was given */

@@ -99,6 +99,31 @@ static void show_attempts(json_t *list)
     table_free(t);
 }
 
+/* "preemptible  yes: SIGTERM, 60s to exit" or "no longer: REASON" (nothing for a task never
+ * submitted --preemptible). */
+static void show_preempt(json_t *p)
+{
+    char grace[32];
+    if (!json_is_object(p))
+        return;
+    const char *off = json_string_value(json_object_get(p, "off"));
+    json_t *sig = json_object_get(p, "signal");
+    long long overruns = json_integer_value(json_object_get(p, "overruns"));
+    if (off != NULL) {
+        printf("%-12s no longer: %s\n", "preemptible", off);
+        return;
+    }
+    format_duration(json_integer_value(json_object_get(p, "grace_ms")), grace, sizeof grace);
+    if (json_is_string(sig))
+        printf("%-12s yes: SIG%s, %s to exit", "preemptible", json_string_value(sig), grace);
+    else
+        printf("%-12s yes: signal %lld, %s to exit", "preemptible",
+               (long long)json_integer_value(sig), grace);
+    if (overruns > 0)
+        printf(" (overran it %lld time%s)", overruns, overruns == 1 ? "" : "s");
+    printf("\n");
+}
+
 static void show_human(json_t *task)
 {
     const char *name = json_string_value(json_object_get(task, "name"));
@@ -124,6 +149,7 @@ static void show_human(json_t *task)
                (long long)json_integer_value(json_object_get(task, "array_index")),
                (long long)json_integer_value(json_object_get(task, "array_id")));
     printf("%-12s %lld\n", "retries", (long long)json_integer_value(json_object_get(task, "retries")));
+    show_preempt(json_object_get(task, "preempt"));
     show_time("submitted", json_object_get(task, "submit_time"));
     show_time("retry at", json_object_get(task, "retry_at"));
     show_time("ended", json_object_get(task, "end_time"));

@@ -20,7 +20,8 @@
 
 static const struct cmd_opt submit_opts[] = {
 #define REQUEST_FIELD(key, option, type, min, max, doors, help)                                   \
-    {option, 0, REQUEST_##type != REQUEST_BOOL,                                                   \
+    {option, 0,                                                                                   \
+     REQUEST_##type == REQUEST_GRACE ? CMD_VALUE_OPTIONAL : REQUEST_##type != REQUEST_BOOL,        \
      REQUEST_##type == REQUEST_IDS || REQUEST_##type == REQUEST_ENV, help},
 #include "util/request.def"
 #undef REQUEST_FIELD
@@ -152,8 +153,10 @@ static const struct submit_kind {
     [REQUEST_ARRAY] = {submit_text, false},
     [REQUEST_WORKDIR] = {submit_workdir, true},
     [REQUEST_COMMAND] = {NULL, false},
+    [REQUEST_GRACE] = {submit_text, false},
+    [REQUEST_SIGNAL] = {submit_text, false},
 };
-_Static_assert(sizeof submit_kinds / sizeof submit_kinds[0] == REQUEST_COMMAND + 1,
+_Static_assert(sizeof submit_kinds / sizeof submit_kinds[0] == REQUEST_SIGNAL + 1,
                "submit_kinds has a row for every request_type");
 
 /* One field of the request from its option, by the kind of value it takes. */

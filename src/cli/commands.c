@@ -113,7 +113,7 @@ static int cmd_parse(const struct cmd_entry *cmd, int argc, char **argv, struct 
             return EXIT_USAGE;
         }
         const struct cmd_opt *opt = &cmd->opts[o];
-        if (opt->takes_value && value == NULL) {
+        if (opt->takes_value == true && value == NULL) {
             if (i + 1 >= argc)
                 return cmd_usage_error(cmd, "option --%s needs a value", opt->name);
             value = argv[++i];
@@ -163,7 +163,9 @@ static void cmd_help(const struct cmd_entry *cmd)
         char flag[64];
         snprintf(flag, sizeof flag, "%s%c%s--%s%s", o->short_name ? "-" : "",
                  o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ", o->name,
-                 o->takes_value ? " VALUE" : "");
+                 o->takes_value == CMD_VALUE_OPTIONAL ? "[=VALUE]"
+                 : o->takes_value                     ? " VALUE"
+                                                      : "");
         printf("  %-26s %s\n", o->short_name ? flag : flag + 2, o->help);
     }
     printf("  %-26s %s\n", "-h, --help", "show this help");

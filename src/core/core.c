@@ -376,6 +376,16 @@ int core_release(struct core *core, int64_t id, core_time now, struct core_actio
     return 0;
 }
 
+int core_set_preemptible(struct core *core, int64_t id, bool preemptible)
+{
+    struct core_task *t = core_live(core, id, NULL);
+    if (t == NULL)
+        return -1;
+    /* A change that makes nothing start: a pass's preemption choice reads it next time. */
+    t->preemptible = preemptible;
+    return 0;
+}
+
 int core_set_priority(struct core *core, int64_t id, int priority, const char **why)
 {
     struct core_task *t = core_live(core, id, why);

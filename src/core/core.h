@@ -337,6 +337,11 @@ int core_release(struct core *core, int64_t id, core_time now, struct core_actio
  * list past the tasks that became ready after it. */
 int core_set_priority(struct core *core, int64_t id, int priority, const char **why);
 
+/* Whether a live task may be preempted from now on (the driver turns it off when the task
+ * overran its preemption grace too often). A preemption already asked for is not taken back.
+ * Appends nothing. Returns -1 if the task is not live. */
+int core_set_preemptible(struct core *core, int64_t id, bool preemptible);
+
 /* How an attempt ended. */
 enum core_outcome {
     CORE_OUTCOME_SUCCESS,

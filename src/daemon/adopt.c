@@ -64,6 +64,23 @@ static enum core_outcome finish_outcome(enum exec_probe probe, const struct exec
         snprintf(e->reason, sizeof e->reason, "cannot execute: %s", st->exec_error);
         return CORE_OUTCOME_EXEC_ERROR;
     }
+    if (st->preempted) {
+        /* However it exited: it was asked to yield, and its next attempt resumes from its
+         * checkpoint (one that had just finished finds it complete). */
+        e->outcome = "preempted";
+        e->preempted = true;
+        e->overrun = st->preempt_overrun;
+        char took[32];
+        int64_t asked = st->preempt_ms > 0 ? st->preempt_ms : st->end_ms;
+        format_duration(asked - st->start_ms, buf, sizeof buf);
+        if (st->preempt_overrun)
+            snprintf(e->reason, sizeof e->reason,
+                     "preempted after %s; it did not exit within its grace and was killed", buf);
+        else
+            snprintf(e->reason, sizeof e->reason, "preempted after %s; it exited in %s", buf,
+                     format_duration(st->end_ms - asked, took, sizeof took));
+        return CORE_OUTCOME_PREEMPTED;
+    }
     if (st->timed_out) {
         e->outcome = "timed_out";
         snprintf(e->reason, sizeof e->reason, "time limit reached after %s",
@@ -89,6 +106,22 @@ static enum core_outcome finish_outcome(enum exec_probe probe, const struct exec
     e->outcome = "succeeded";
     snprintf(e->reason, sizeof e->reason, "exit code 0");
     return CORE_OUTCOME_SUCCESS;
+}
+
+/* A preempted attempt that overran its grace: the preempt-overruns-th such makes the task no
+ * longer preemptible, in core at once and in the store with the end. */
+static void finish_preempted(struct daemon *d, int64_t task, struct attempt_end *e)
+{
+    if (!e->overrun)
+        return;
+    int before = store_task_preempt_overruns(d->store, task);
+    if (before < 0 || before + 1 < d->cfg.preempt_overruns)
+        return;
+    e->preempt_off = true;
+    core_set_preemptible(d->core, task, false);
+    size_t len = strlen(e->reason);
+    snprintf(e->reason + len, sizeof e->reason - len,
+             "; %d times now: no longer preemptible", before + 1);
 }
 
 /* Records how the attempt ended and tells core. r carries what telemetry saw of it (NULL for an
@@ -151,6 +184,8 @@ static void finish(struct daemon *d, struct run *r, int64_t task, int attempt,
         }
         snprintf(e->reason, sizeof e->reason, "out of GPU memory on whole GPUs");
     }
+    if (outcome == CORE_OUTCOME_PREEMPTED)
+        finish_preempted(d, task, e);
     core_attempt_exited(d->core, task, outcome, daemon_now(), &d->acts);
 }
 

@@ -84,6 +84,19 @@ static const struct config_key config_keys[] = {
      "among users with waiting work, the one who used the GPUs least goes first"},
     {"fair-share-half-life", CONFIG_DURATION_OFF, OFF(fair_share_half_life_ms), "7d",
      "GPU usage counts half after this long (off: never decays)"},
+    {"policy", CONFIG_STRING, OFF(policy), "drover",
+     "the scheduling policy: drover (priority, aging, backfill, best fit) or las (least"
+     " attained GPU-time first, preempting --preemptible tasks; docs/SCHEDULING.md)"},
+    {"las-thresholds", CONFIG_STRING, OFF(las_thresholds), NULL,
+     "las: the queues' bounds in GPU-hours of attained service, ascending (default: las's, 1,10)"},
+    {"las-min-run", CONFIG_STRING, OFF(las_min_run), NULL,
+     "las: a task runs this long before it may be preempted (default: las's, 10m)"},
+    {"las-starve", CONFIG_STRING, OFF(las_starve), NULL,
+     "las: a task that waited K x its last run goes first and is not preempted (default: las's,"
+     " 8; 0 = never)"},
+    {"preempt-overruns", CONFIG_LIMIT, OFF(preempt_overruns), "2",
+     "a task that did not exit within its preemption grace this often is no longer preemptible"
+     " (none: never)"},
     {"user-gpus", CONFIG_LIMIT, OFF(user_limits.gpus), "none",
      "the most GPUs one user's running tasks may hold (user-gpus.NAME, user-gpus.@GROUP)"},
     {"user-running", CONFIG_LIMIT, OFF(user_limits.running), "none",
@@ -116,6 +129,67 @@ static const struct config_key *config_find(const char *name)
         if (strcmp(config_keys[i].name, name) == 0)
             return &config_keys[i];
     return NULL;
+}
+
+/* policy and the las knobs into their parsed fields. */
+static int config_las(struct daemon_config *cfg, char **err)
+{
+    const char *why;
+    cfg->las_nthresholds = -1;
+    cfg->las_min_run_ms = -1;
+    cfg->las_starve_k = -1;
+    if (strcmp(cfg->policy, "las") != 0 && strcmp(cfg->policy, "drover") != 0) {
+        *err = xasprintf("policy '%s': expected drover or las", cfg->policy);
+        return -1;
+    }
+    cfg->las = strcmp(cfg->policy, "las") == 0;
+    if (cfg->las_thresholds != NULL) {
+        const char *p = cfg->las_thresholds;
+        int n = 0;
+        while (*p != '\0') {
+            char *end;
+            errno = 0;
+            double h = strtod(p, &end);
+            if (end == p || errno != 0 || !(h > 0 && h <= 1e6) || (*end != ',' && *end != '\0') ||
+                n == CORE_LAS_MAX || (n > 0 && h * 3600 <= cfg->las_threshold[n - 1])) {
+                *err = xasprintf("las-thresholds '%s': expected 1 to %d GPU-hour bounds, ascending"
+                                 " and above 0, comma-separated (e.g. 1,10)",
+                                 cfg->las_thresholds, CORE_LAS_MAX);
+                return -1;
+            }
+            cfg->las_threshold[n++] = h * 3600;
+            p = *end == ',' ? end + 1 : end;
+            if (*end == ',' && *p == '\0') {
+                *err = xasprintf("las-thresholds '%s': a bound is missing after the last comma",
+                                 cfg->las_thresholds);
+                return -1;
+            }
+        }
+        if (n == 0) {
+            *err = xstrdup("las-thresholds is empty: give 1 to 7 GPU-hour bounds (e.g. 1,10)");
+            return -1;
+        }
+        cfg->las_nthresholds = n;
+    }
+    if (cfg->las_min_run != NULL && strcmp(cfg->las_min_run, "0") == 0)
+        cfg->las_min_run_ms = 0;
+    else if (cfg->las_min_run != NULL &&
+             parse_duration(cfg->las_min_run, &cfg->las_min_run_ms, &why) < 0) {
+        *err = xasprintf("las-min-run '%s': %s", cfg->las_min_run, why);
+        return -1;
+    }
+    if (cfg->las_starve != NULL) {
+        char *end;
+        errno = 0;
+        double k = strtod(cfg->las_starve, &end);
+        if (end == cfg->las_starve || *end != '\0' || errno != 0 || !(k >= 0 && k <= 1e6)) {
+            *err = xasprintf("las-starve '%s': expected a number from 0 (never) to 1000000",
+                             cfg->las_starve);
+            return -1;
+        }
+        cfg->las_starve_k = k;
+    }
+    return 0;
 }
 
 /* A user limit: none (0) or 1 to CONFIG_MAX_LIMIT. */
@@ -454,6 +528,8 @@ static int config_http(struct daemon_config *cfg, char **err)
         *err = xasprintf("shared-dir '%s' is not an absolute path", cfg->shared_dir);
         return -1;
     }
+    if (config_las(cfg, err) < 0)
+        return -1;
     if (cfg->slurm_poll_ms < 100) {
         *err = xstrdup("slurm-poll must be at least 100ms");
         return -1;
@@ -535,6 +611,11 @@ void config_free(struct daemon_config *cfg)
     free(cfg->slurm_qos);
     free(cfg->slurm_args);
     free(cfg->spill);
+    free(cfg->policy);
+    free(cfg->las_thresholds);
+    free(cfg->las_min_run);
+    free(cfg->las_starve);
+    cfg->policy = cfg->las_thresholds = cfg->las_min_run = cfg->las_starve = NULL;
     cfg->shared_dir = cfg->slurm_partition = cfg->slurm_account = cfg->slurm_qos = NULL;
     cfg->slurm_args = cfg->spill = NULL;
     free(cfg->state_dir);

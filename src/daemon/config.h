@@ -54,6 +54,19 @@ struct daemon_config {
         int value;
     } *overrides;
     size_t noverrides;
+    /* The scheduling policy (docs/SCHEDULING.md): drover (the default) or las, with las's
+     * knobs; NULL knobs keep core_policy_las()'s defaults. */
+    char *policy;
+    char *las_thresholds;      /* GPU-hours, ascending, comma-separated */
+    char *las_min_run;
+    char *las_starve;
+    int preempt_overruns;      /* a task that overran its preemption grace this often is no
+                                * longer preemptible; 0 = never */
+    bool las;                  /* parsed: policy = las */
+    int las_nthresholds;       /* parsed: -1 = las's default */
+    double las_threshold[CORE_LAS_MAX]; /* GPU-seconds */
+    int64_t las_min_run_ms;    /* -1 = las's default */
+    double las_starve_k;       /* < 0 = las's default */
     /* Where the daemon lives (flags only, not in drover.conf): */
     bool system;               /* --system: every local user's daemon (docs/CLI.md) */
     char *state_dir;           /* --state-dir, or NULL: the mode's default */

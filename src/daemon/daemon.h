@@ -73,13 +73,17 @@ struct attempt_end {
     int attempt;
     core_time start, end;
     int exit_code, signal;
-    const char *outcome;  /* static: succeeded, failed, timed_out, cancelled, exec_error, lost */
+    const char *outcome;  /* static: succeeded, failed, timed_out, cancelled, exec_error, lost,
+                           * preempted, … */
     char reason[320];
     bool discard;         /* never started: forget the attempt row */
     uint64_t peak;        /* per-GPU peak GPU memory seen, 0 = unknown */
     double util;          /* mean GPU utilisation, < 0 = unknown */
     bool requeue;         /* out of memory or a GPU fault: queued again, claiming new_claim */
     uint64_t new_claim;
+    bool preempted;       /* preempted (las): queued again, outside its retry budget */
+    bool overrun;         /* … killed after its preemption grace */
+    bool preempt_off;     /* … too often: no longer preemptible (the reason is in `reason`) */
 };
 
 struct telemetry; /* daemon/telemetry.c */
@@ -131,6 +135,7 @@ struct daemon {
     bool stopping;
     bool store_lost;          /* a commit failed with what core already held: stop, recover */
     int64_t grace_ms;
+    uint64_t preemptions;     /* attempts asked to yield (CORE_ACT_PREEMPT carried out) */
     struct disk *disk;        /* the ballast and the full-disk mode (daemon/disk.c) */
     mode_t task_umask;        /* the umask the daemon was started with: its tasks get it back */
     uint64_t task_nofile;     /* likewise its soft RLIMIT_NOFILE (0: unlimited, left alone) */
@@ -141,6 +146,9 @@ int daemon_main(int argc, char **argv);
 /* The loop's priorities (libevent: lower runs first). Everything is at the default, 1, but the
  * HTTP connections, at DAEMON_PRIO_HTTP: when the socket and HTTP both have work, the socket's
  * is done first, and the loop looks again after each HTTP callback (main.c). */
+/* A --preemptible task's grace when it names none: time to save a checkpoint and exit. */
+#define DAEMON_PREEMPT_GRACE_MS 60000
+
 #define DAEMON_PRIOS 3
 #define DAEMON_PRIO_HTTP 2
 

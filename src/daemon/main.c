@@ -237,6 +237,22 @@ static void daemon_free(struct daemon *d)
     free(d->home);
 }
 
+/* policy = las: core's las with the settings' knobs. No backfill reservation (las passes over
+ * what does not fit and preempts instead); best fit, fair share and the limits as set. */
+static void daemon_policy_las(const struct daemon_config *cfg, struct core_policy *policy)
+{
+    core_policy_las(policy);
+    policy->backfill = false;
+    if (cfg->las_nthresholds >= 0) {
+        policy->las_nthresholds = cfg->las_nthresholds;
+        memcpy(policy->las_threshold, cfg->las_threshold, sizeof policy->las_threshold);
+    }
+    if (cfg->las_min_run_ms >= 0)
+        policy->las_min_run_ms = cfg->las_min_run_ms;
+    if (cfg->las_starve_k >= 0)
+        policy->las_starve_k = cfg->las_starve_k;
+}
+
 int daemon_main(int argc, char **argv)
 {
     struct daemon d = {.grace_ms = 10000, .fd_reserve = -1, .started = daemon_now()};
@@ -282,6 +298,8 @@ int daemon_main(int argc, char **argv)
                    : strcmp(d.cfg.spill, "never") == 0 ? CORE_SPILL_NEVER
                                                        : CORE_SPILL_AFTER;
     policy.spill_after_ms = d.cfg.spill_after_ms;
+    if (d.cfg.las)
+        daemon_policy_las(&d.cfg, &policy);
     d.grace_ms = d.cfg.grace_ms;
     char *runs = paths_join(d.home, "runs"), *metrics = paths_join(d.home, "metrics");
     bool made = paths_mkdir_p(d.home) == 0 && paths_mkdir_p(runs) == 0 &&

@@ -2,6 +2,7 @@
  * (daemon/request.h). */
 #include "daemon/request.h"
 #include "core/learn.h"
+#include "util/parse.h"
 #include "util/request.h"
 #include "util/xalloc.h"
 
@@ -161,6 +162,23 @@ static void request_retries(struct daemon *d, json_t *task, int default_retries,
         sp->backoff[sp->nbackoff++] = json_integer_value(e);
 }
 
+/* --preemptible[=GRACE] and --preempt-signal (checked already: request_check_*). */
+static void request_preemption(json_t *task, struct task_record *rec)
+{
+    json_t *grace = json_object_get(task, "preemptible");
+    json_t *sig = json_object_get(task, "preempt_signal");
+    const char *why;
+    rec->preempt_grace_ms = json_is_true(grace)      ? DAEMON_PREEMPT_GRACE_MS
+                            : json_is_integer(grace) ? json_integer_value(grace)
+                                                     : 0;
+    rec->spec.preemptible = rec->preempt_grace_ms > 0;
+    if (json_is_integer(sig))
+        rec->preempt_signal = (int)json_integer_value(sig);
+    else if (!json_is_string(sig) || parse_signal(json_string_value(sig), &rec->preempt_signal,
+                                                  &why) < 0)
+        rec->preempt_signal = 0;
+}
+
 /* The environment the task is started with: base_env, then its own env. (a new reference) */
 static json_t *request_env(json_t *task, json_t *base_env)
 {
@@ -187,6 +205,7 @@ json_t *daemon_request_decode(struct daemon *d, json_t *task, json_t *base_env,
     rec->notify = json_string_value(json_object_get(task, "notify"));
     rec->spec.priority = (int)request_int(task, "priority");
     rec->spec.hold = json_is_true(json_object_get(task, "hold"));
+    request_preemption(task, rec);
     request_retries(d, task, default_retries, &rec->spec);
     const char *field;
     char *why = request_resources(d, task, rec, &field);

@@ -69,6 +69,7 @@ static const char *apply_reason(struct daemon *d, const struct core_action *act,
     case CORE_REASON_STALLED:
     case CORE_REASON_OOM:
     case CORE_REASON_GPU_FAULT:
+    case CORE_REASON_PREEMPTED:
         if (end == NULL)
             return NULL;
         if (act->state == TASK_RETRYING) {
@@ -101,6 +102,11 @@ static int apply_write(struct daemon *d, const struct core_actions *acts, core_t
                                                 e->reason);
         if (rc == 0 && !e->discard && (e->peak > 0 || e->util >= 0))
             rc = store_attempt_usage(d->store, e->task, e->attempt, e->peak, e->util);
+        if (rc == 0 && e->preempted)
+            rc = store_task_preempted(d->store, e->task, e->overrun,
+                                      e->preempt_off ? "it did not exit within its preemption"
+                                                       " grace too often"
+                                                     : NULL);
         if (rc == 0 && e->requeue)
             rc = store_task_requeue(d->store, e->task, e->new_claim,
                                     strcmp(e->outcome, "oom") == 0 ? "oom" : NULL);
@@ -327,6 +333,8 @@ static void spawn_attempt(struct daemon *d, const struct core_action *a, core_ti
         .run_dir = dir,
         .timeout_ms = json_integer_value(json_object_get(info, "timeout_ms")),
         .grace_ms = d->grace_ms,
+        .preempt_grace_ms = json_integer_value(json_object_get(info, "preempt_grace_ms")),
+        .preempt_signal = (int)json_integer_value(json_object_get(info, "preempt_signal")),
         .set_umask = true,
         .task_umask = d->task_umask,
         .task_nofile = d->task_nofile,
@@ -364,6 +372,18 @@ static void spawn_attempt(struct daemon *d, const struct core_action *a, core_ti
     json_decref(info);
 }
 
+/* Asks a running attempt to yield (its supervisor signals the task, and kills it after its
+ * grace); its end comes as any other's, with the status saying preempted. A Slurm attempt holds
+ * nothing here, so las never picks one; an attempt already ended is finished by its reaping. */
+static void preempt_attempt(struct daemon *d, const struct core_action *a)
+{
+    struct run *r = run_find_task(d, a->task);
+    if (r == NULL || r->slurm || r->attempt != a->attempt)
+        return;
+    if (exec_preempt(r->run_dir) == 0)
+        d->preemptions++;
+}
+
 static void apply_wakeup(struct daemon *d, core_time now)
 {
     core_time at = core_next_wakeup(d->core);
@@ -391,6 +411,8 @@ static void carry_out(struct daemon *d, const struct core_actions *batch, core_t
                 slurm_cancel_attempt(d, r);
             else if (r)
                 exec_cancel(r->run_dir);
+        } else if (a->type == CORE_ACT_PREEMPT) {
+            preempt_attempt(d, a);
         } else if (a->type == CORE_ACT_STATE && a->state == TASK_QUEUED) {
             daemon_kick(d);
         }

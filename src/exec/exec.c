@@ -204,7 +204,8 @@ char *exec_status_encode(const struct exec_status *status)
                 *p = '?';
     json_decref(check);
 
-    json_t *obj = json_pack("{s:i, s:i, s:b, s:b, s:s, s:I, s:I, s:i, s:I, s:I, s:i}",
+    json_t *obj = json_pack("{s:i, s:i, s:b, s:b, s:s, s:I, s:I, s:i, s:I, s:I, s:i,"
+                            " s:b, s:b, s:I}",
                             "exit_code", status->exit_code, "signal", status->signal,
                             "timed_out", (int)status->timed_out, "cancelled",
                             (int)status->cancelled, "exec_error", exec_error, "start_ms",
@@ -212,7 +213,9 @@ char *exec_status_encode(const struct exec_status *status)
                             "pgid", (int)status->pgid, "stdout_truncated_at",
                             (json_int_t)status->truncated_at[0], "stderr_truncated_at",
                             (json_int_t)status->truncated_at[1], "output_errno",
-                            status->output_error);
+                            status->output_error, "preempted", (int)status->preempted,
+                            "preempt_overrun", (int)status->preempt_overrun, "preempt_ms",
+                            (json_int_t)status->preempt_ms);
     if (obj == NULL)
         fatalx("exec_status_encode: json_pack failed");
     char *json = json_dumps(obj, JSON_COMPACT);
@@ -242,16 +245,18 @@ static int exec_status_read(const char *run_dir, struct exec_status *status)
     if (obj == NULL)
         return -1;
 
-    int exit_code, sig, timed_out, cancelled, pgid, output_error = 0;
-    json_int_t start_ms, end_ms, cut_out = -1, cut_err = -1;
+    int exit_code, sig, timed_out, cancelled, pgid, output_error = 0, preempted = 0, overrun = 0;
+    json_int_t start_ms, end_ms, cut_out = -1, cut_err = -1, preempt_ms = 0;
     const char *exec_error;
     /* The output fields are optional: a supervisor of an older drover may still be running. */
-    int rc = json_unpack(obj, "{s:i, s:i, s:b, s:b, s:s, s:I, s:I, s:i, s?:I, s?:I, s?:i}",
+    int rc = json_unpack(obj, "{s:i, s:i, s:b, s:b, s:s, s:I, s:I, s:i, s?:I, s?:I, s?:i,"
+                              " s?:b, s?:b, s?:I}",
                          "exit_code", &exit_code, "signal", &sig, "timed_out", &timed_out,
                          "cancelled", &cancelled, "exec_error", &exec_error, "start_ms",
                          &start_ms, "end_ms", &end_ms, "pgid", &pgid, "stdout_truncated_at",
                          &cut_out, "stderr_truncated_at", &cut_err, "output_errno",
-                         &output_error);
+                         &output_error, "preempted", &preempted, "preempt_overrun", &overrun,
+                         "preempt_ms", &preempt_ms);
     if (rc == 0) {
         memset(status, 0, sizeof *status);
         status->exit_code = exit_code;
@@ -265,6 +270,9 @@ static int exec_status_read(const char *run_dir, struct exec_status *status)
         status->truncated_at[0] = cut_out;
         status->truncated_at[1] = cut_err;
         status->output_error = output_error;
+        status->preempted = preempted;
+        status->preempt_overrun = overrun;
+        status->preempt_ms = preempt_ms;
     }
     json_decref(obj);
     return rc == 0 ? 0 : -1;
@@ -341,16 +349,27 @@ pid_t exec_supervisor_pid(const char *run_dir)
     return exec_pid_read(run_dir, &supervisor, &pgid, NULL) == 0 ? supervisor : -1;
 }
 
-int exec_cancel(const char *run_dir)
+/* Sends sig to the supervisor running in run_dir. */
+static int exec_signal_supervisor(const char *run_dir, int sig)
 {
     struct exec_status status;
 
     if (exec_probe(run_dir, &status) != EXEC_RUNNING)
         return -1;
     pid_t pid = exec_supervisor_pid(run_dir);
-    if (pid <= 0 || kill(pid, SIGTERM) == -1)
+    if (pid <= 0 || kill(pid, sig) == -1)
         return -1;
     return 0;
+}
+
+int exec_cancel(const char *run_dir)
+{
+    return exec_signal_supervisor(run_dir, SIGTERM);
+}
+
+int exec_preempt(const char *run_dir)
+{
+    return exec_signal_supervisor(run_dir, SIGUSR1);
 }
 
 /* Whether a file last modified at mtime was written before this boot: then every process it

@@ -39,6 +39,8 @@ struct exec_spec {
                                * directory: made there, its inode is not the daemon's to pay */
     int64_t timeout_ms;       /* 0 = none */
     int64_t grace_ms;         /* SIGTERM -> SIGKILL delay; 0 = 10 s */
+    int preempt_signal;       /* what asks the task to yield (exec_preempt); 0 = SIGTERM */
+    int64_t preempt_grace_ms; /* how long it has to exit once asked, then SIGKILL; 0 = 60 s */
     bool set_umask;           /* the task gets task_umask (else the supervisor's) */
     mode_t task_umask;
     uint64_t task_nofile;     /* the task's soft RLIMIT_NOFILE (the daemon raises its own to
@@ -61,6 +63,9 @@ struct exec_status {
     int signal;               /* 0 if it exited */
     bool timed_out;           /* the time limit killed it */
     bool cancelled;           /* a cancel (SIGTERM to the supervisor) killed it */
+    bool preempted;           /* it was asked to yield (exec_preempt) before it ended */
+    bool preempt_overrun;     /* … and did not exit within its preemption grace: SIGKILL */
+    int64_t preempt_ms;       /* wall clock when it was asked to yield, or 0 */
     char exec_error[256];     /* non-empty: the command could not be executed, and why */
     int64_t start_ms, end_ms; /* wall clock, ms since the epoch */
     pid_t pgid;               /* the task's process group */
@@ -87,6 +92,12 @@ pid_t exec_supervisor_pid(const char *run_dir);
 /* Asks the supervisor in run_dir to stop the task: SIGTERM to the group, SIGKILL after its
  * grace. Returns 0, or -1 if no supervisor is running there. */
 int exec_cancel(const char *run_dir);
+
+/* Asks the supervisor in run_dir to preempt the task (SIGUSR1 to the supervisor): the spec's
+ * preempt_signal to the task's group, SIGKILL once preempt_grace_ms have passed; the status then
+ * says preempted (and preempt_overrun if the kill was needed). Nothing happens to a task already
+ * being stopped (a cancel, its time limit). Returns 0, or -1 if no supervisor is running there. */
+int exec_preempt(const char *run_dir);
 
 /* The supervisor's entry point: `drover __supervise`, started by exec_start with its spec on a
  * pipe. Never returns. */

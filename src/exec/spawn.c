@@ -28,13 +28,14 @@ enum { SPAWN_LOCK_FD = 3, SPAWN_DIR_FD = 4, SPAWN_READY_FD = 5, SPAWN_SPEC_FD = 
  * strings, each a 32-bit length and its bytes (SPEC_NULL for a NULL one), in host order (both ends
  * are this binary). Binary, not JSON: printing and parsing a task's environment as JSON was a
  * tenth of the daemon's CPU per task and most of the zygote's (issue 13). */
-enum { SPEC_MAGIC = 0x64727331 /* "drs1" */ };
+enum { SPEC_MAGIC = 0x64727332 /* "drs2" */ };
 #define SPEC_NULL UINT32_MAX
 
 struct spec_head {
     uint32_t magic;
     int32_t attempt;
-    int64_t task_id, timeout_ms, grace_ms;
+    int64_t task_id, timeout_ms, grace_ms, preempt_grace_ms;
+    int32_t preempt_signal;
     uint64_t nofile;
     int32_t umask;     /* -1: the supervisor's */
     int32_t as_owner;
@@ -64,6 +65,7 @@ char *exec_spec_encode(const struct exec_spec *spec, size_t *len)
     struct spec_head h = {
         .magic = SPEC_MAGIC, .attempt = spec->attempt, .task_id = spec->task_id,
         .timeout_ms = spec->timeout_ms, .grace_ms = spec->grace_ms, .nofile = spec->task_nofile,
+        .preempt_grace_ms = spec->preempt_grace_ms, .preempt_signal = spec->preempt_signal,
         .umask = spec->set_umask ? (int32_t)(spec->task_umask & 0777) : -1,
         .as_owner = spec->as_owner, .owner_uid = (uint32_t)spec->owner_uid,
     };
@@ -139,6 +141,8 @@ int exec_spec_decode(const char *buf, size_t len, struct exec_spec *spec)
     spec->attempt = h.attempt;
     spec->timeout_ms = h.timeout_ms;
     spec->grace_ms = h.grace_ms;
+    spec->preempt_grace_ms = h.preempt_grace_ms;
+    spec->preempt_signal = h.preempt_signal;
     spec->task_nofile = h.nofile;
     spec->set_umask = h.umask >= 0;
     spec->task_umask = (mode_t)(h.umask & 0777);

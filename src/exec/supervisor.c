@@ -33,6 +33,7 @@ enum {
 };
 
 #define SUPERVISOR_DEFAULT_GRACE_MS 10000
+#define SUPERVISOR_DEFAULT_PREEMPT_GRACE_MS 60000
 
 /* Where the task child failed before exec; it sends this through its close-on-exec pipe. */
 enum supervisor_stage {
@@ -53,7 +54,8 @@ struct supervisor_failure {
 
 enum supervisor_phase {
     PHASE_RUNNING,     /* deadline_ms: the time limit */
-    PHASE_TERMINATING, /* SIGTERM sent; deadline_ms: the end of the grace */
+    PHASE_TERMINATING, /* SIGTERM (or the preemption signal) sent; deadline_ms: the end of the
+                        * grace */
     PHASE_KILLED,      /* SIGKILL sent; no deadline */
 };
 
@@ -63,7 +65,7 @@ struct supervisor {
     enum supervisor_phase phase;
     int64_t deadline_ms; /* CLOCK_MONOTONIC; -1 for none */
     int status_fd;       /* status.tmp, reserved at start; -1 once written */
-    int signal_fd;       /* SIGCHLD, SIGTERM, SIGINT */
+    int signal_fd;       /* SIGCHLD, SIGTERM, SIGINT, SIGUSR1 */
     struct relay relay;  /* the task's output */
     struct exec_identity identity; /* whom the task runs as (identity.c) */
     struct exec_status status;
@@ -405,12 +407,31 @@ static void supervisor_terminate(struct supervisor *sup, bool *cause, int64_t no
     sup->deadline_ms = now + grace;
 }
 
+/* A preemption (SIGUSR1 from the daemon): the task's own signal to its group, so that it saves
+ * a checkpoint and exits, and SIGKILL when its preemption grace is over. The time limit no
+ * longer runs: the task is stopping either way. */
+static void supervisor_preempt(struct supervisor *sup, int64_t now)
+{
+    int sig = sup->spec->preempt_signal > 0 ? sup->spec->preempt_signal : SIGTERM;
+    int64_t grace = sup->spec->preempt_grace_ms > 0 ? sup->spec->preempt_grace_ms
+                                                    : SUPERVISOR_DEFAULT_PREEMPT_GRACE_MS;
+
+    sup->status.preempted = true;
+    sup->status.preempt_ms = supervisor_clock_ms(CLOCK_REALTIME);
+    kill(-sup->task, sig);
+    kill(-sup->task, SIGCONT);
+    sup->phase = PHASE_TERMINATING;
+    sup->deadline_ms = now + grace;
+}
+
 static void supervisor_deadline(struct supervisor *sup, int64_t now)
 {
     if (sup->phase == PHASE_RUNNING) {
         supervisor_terminate(sup, &sup->status.timed_out, now);
         return;
     }
+    if (sup->status.preempted)
+        sup->status.preempt_overrun = true;
     kill(-sup->task, SIGKILL);
     sup->phase = PHASE_KILLED;
     sup->deadline_ms = -1;
@@ -424,22 +445,31 @@ static void supervisor_signals(sigset_t *set)
     sigaddset(set, SIGCHLD);
     sigaddset(set, SIGTERM);
     sigaddset(set, SIGINT);
+    sigaddset(set, SIGUSR1);
     sigaddset(set, SIGXFSZ);
 }
 
-/* Reads what the signalfd holds: a cancel (SIGTERM, SIGINT) starts the termination. SIGCHLD needs
- * nothing here: the loop calls waitpid after every wake. */
+/* Reads what the signalfd holds: a cancel (SIGTERM, SIGINT) starts the termination, a
+ * preemption (SIGUSR1) the task's yielding. Either only while the task runs undisturbed: a cancel
+ * during a preemption leaves it a preemption (the daemon's core knows the task is cancelled).
+ * SIGCHLD needs nothing here: the loop calls waitpid after every wake. */
 static void supervisor_read_signals(struct supervisor *sup, int64_t now)
 {
     struct signalfd_siginfo si;
 
-    while (read(sup->signal_fd, &si, sizeof si) == (ssize_t)sizeof si)
-        if ((si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) && sup->phase == PHASE_RUNNING)
+    while (read(sup->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (sup->phase != PHASE_RUNNING)
+            continue;
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
             supervisor_terminate(sup, &sup->status.cancelled, now);
+        else if (si.ssi_signo == SIGUSR1)
+            supervisor_preempt(sup, now);
+    }
 }
 
 /* Waits for the task's main process, relaying its output and meeting the deadlines and
- * SIGTERM/SIGINT (a cancel) on the way: one poll on the two pipes and the signalfd. */
+ * SIGTERM/SIGINT (a cancel) and SIGUSR1 (a preemption) on the way: one poll on the two pipes and
+ * the signalfd. */
 static void supervisor_wait(struct supervisor *sup)
 {
     int wstatus;

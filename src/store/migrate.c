@@ -90,6 +90,13 @@ static const char *const store_migrations[] = {
     "ALTER TABLE attempts ADD COLUMN slurm_job TEXT;"
     "ALTER TABLE attempts ADD COLUMN slurm_state TEXT;"
     "ALTER TABLE attempts ADD COLUMN slurm_reason TEXT;",
+    /* Preemption (issue 14): a preemptible task's grace (0: not preemptible) and signal (0:
+     * SIGTERM), how often it overran that grace, and why it is no longer preemptible (NULL:
+     * it still is). */
+    "ALTER TABLE tasks ADD COLUMN preempt_grace_ms INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tasks ADD COLUMN preempt_signal INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tasks ADD COLUMN preempt_overruns INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tasks ADD COLUMN preempt_off TEXT;",
 };
 
 int store_migrate(struct store *st)

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -99,7 +100,8 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
     TASK_BRIEF_COLUMNS ", t.reason, t.gpu_mem, t.cpus, t.mem, t.timeout_ms, t.retries,"       \
     " t.deps, t.array_id, t.array_index, t.submit_time, t.end_time, t.task_key, t.workdir,"  \
     " t.retry_at, a.signal, a.run_dir, t.profile, t.claim_source, t.stall_ms, t.gpu_type,"  \
-    " t.uid, t.notify, t.backend, a.slurm_job, a.slurm_state, a.slurm_reason, a.end_ms"
+    " t.uid, t.notify, t.backend, a.slurm_job, a.slurm_state, a.slurm_reason, a.end_ms,"    \
+    " t.preempt_grace_ms, t.preempt_signal, t.preempt_overruns, t.preempt_off"
 
 #define TASK_FROM                                                                             \
     " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
@@ -241,6 +243,26 @@ static void task_slurm_json(json_t *o, sqlite3_stmt *s)
     }
 }
 
+/* "preemptible" (whether las may stop it now) and "preempt": its grace, signal, overruns and
+ * why it is no longer preemptible; null for a task never submitted --preemptible. */
+static void task_preempt_json(json_t *o, sqlite3_stmt *s)
+{
+    int64_t grace = sqlite3_column_int64(s, 41);
+    bool off = sqlite3_column_type(s, 44) != SQLITE_NULL;
+    json_object_set_new(o, "preemptible", json_boolean(grace > 0 && !off));
+    if (grace <= 0) {
+        json_object_set_new(o, "preempt", json_null());
+        return;
+    }
+    int sig = sqlite3_column_int(s, 42) > 0 ? sqlite3_column_int(s, 42) : SIGTERM;
+    const char *name = sigabbrev_np(sig);
+    json_object_set_new(o, "preempt",
+                        json_pack("{s:I, s:o, s:i, s:o}", "grace_ms", (json_int_t)grace,
+                                  "signal", name ? json_string(name) : json_integer(sig),
+                                  "overruns", sqlite3_column_int(s, 43), "off",
+                                  col_string_or_null(s, 44)));
+}
+
 /* One task row (TASK_COLUMNS) as the documented JSON object. */
 static json_t *task_row_json(sqlite3_stmt *s)
 {
@@ -282,6 +304,7 @@ static json_t *task_row_json(sqlite3_stmt *s)
                                                    : sqlite3_column_int64(s, 34)));
     json_object_set_new(o, "notify", col_string_or_null(s, 35));
     task_slurm_json(o, s);
+    task_preempt_json(o, s);
     return o;
 }
 

@@ -1,4 +1,5 @@
 #include "store/internal.h"
+#include "store/rows.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -23,9 +24,9 @@ static const char *const store_sql[Q_NQUERIES] = {
         "INSERT INTO tasks (name, state, command, workdir, env_id, task_key, priority, gpus,"
         " gpu_mem, cpus, mem, timeout_ms, retries, backoff, deps, array_id, array_index,"
         " array_limit, submit_time, attempts, base_attempts, profile, claim_source, stall_ms,"
-        " gpu_type, uid, user, notify, backend)"
+        " gpu_type, uid, user, notify, backend, preempt_grace_ms, preempt_signal)"
         " VALUES (?1, ?19, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
+        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
     /* A task of a per-user daemon from before owners were recorded (uid NULL) is the daemon's. */
     [Q_FIND_KEY] = "SELECT id FROM tasks WHERE task_key = ?1 AND ifnull(uid, ?3) = ?2",
     [Q_STATE] = "SELECT state FROM tasks WHERE id = ?1",
@@ -42,12 +43,18 @@ static const char *const store_sql[Q_NQUERIES] = {
         " exit_code = ?5, signal = ?6, outcome = ?7, reason = ?8 WHERE task_id = ?1 AND n = ?2",
     [Q_EXEC_INFO] =
         "SELECT t.command, e.json, t.workdir, t.timeout_ms, t.array_index, t.stall_ms, t.uid,"
-        " t.user, t.name, t.gpus, t.gpu_type, t.cpus, t.mem, t.array_id, t.array_limit, t.env_id"
+        " t.user, t.name, t.gpus, t.gpu_type, t.cpus, t.mem, t.array_id, t.array_limit, t.env_id,"
+        " t.preempt_grace_ms, t.preempt_signal"
         " FROM tasks t"
         " JOIN envs e ON e.id = t.env_id WHERE t.id = ?1",
     [Q_SPEC] =
         "SELECT priority, submit_time, gpus, gpu_mem, cpus, mem, timeout_ms, retries, backoff,"
-        " deps, array_id, array_limit, base_attempts, attempts, gpu_type, uid, backend"
+        " deps, array_id, array_limit, base_attempts, attempts, gpu_type, uid, backend,"
+        " preempt_grace_ms > 0 AND preempt_off IS NULL,"
+        /* The service las orders by: GPUs x the time of its attempts that ended (the one that
+         * runs, core counts itself). A GPU-less task attains none. */
+        " gpus * (SELECT ifnull(sum(end_ms - start_ms), 0) FROM attempts"
+        "         WHERE task_id = ?1 AND end_ms IS NOT NULL AND end_ms > start_ms)"
         " FROM tasks WHERE id = ?1",
     /* Statements run for every task are compiled once (issue 13: compiling them per call was
      * a tenth of the daemon's CPU per task). */
@@ -371,6 +378,8 @@ int store_insert_task(struct store *st, struct task_record *rec)
         sqlite3_bind_text(s, 26, rec->notify, -1, SQLITE_TRANSIENT);
     if (sp->backend == CORE_BACKEND_SLURM)
         sqlite3_bind_text(s, 27, "slurm", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 28, rec->preempt_grace_ms);
+    sqlite3_bind_int(s, 29, rec->preempt_signal);
     json_decref(backoff);
     json_decref(deps);
     if (store_step_done(st, s) < 0)
@@ -618,6 +627,12 @@ json_t *store_task_exec_info(struct store *st, int64_t id)
         json_object_set_new(info, "mem", json_integer(sqlite3_column_int64(s, 12)));
         json_object_set_new(info, "array_id", json_integer(sqlite3_column_int64(s, 13)));
         json_object_set_new(info, "array_limit", json_integer(sqlite3_column_int64(s, 14)));
+        if (sqlite3_column_int64(s, 16) > 0) {
+            json_object_set_new(info, "preempt_grace_ms",
+                                json_integer(sqlite3_column_int64(s, 16)));
+            json_object_set_new(info, "preempt_signal",
+                                json_integer(sqlite3_column_int64(s, 17)));
+        }
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
@@ -673,6 +688,8 @@ int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
                          : (uint32_t)sqlite3_column_int64(s, 15);
         spec->backend = sqlite3_column_type(s, 16) == SQLITE_NULL ? CORE_BACKEND_LOCAL
                                                                   : CORE_BACKEND_SLURM;
+        spec->preemptible = sqlite3_column_int(s, 17) != 0;
+        spec->service = (double)sqlite3_column_int64(s, 18);
         if (gpu_type != NULL)
             *gpu_type = sqlite3_column_type(s, 14) == SQLITE_NULL
                             ? NULL : xstrdup((const char *)sqlite3_column_text(s, 14));
@@ -690,6 +707,29 @@ int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
     free(backoff);
     free(deptext);
     return 0;
+}
+
+int store_task_preempt_overruns(struct store *st, int64_t id)
+{
+    sqlite3_stmt *s = STORE_QUERY(st, "SELECT preempt_overruns FROM tasks WHERE id = ?1",
+                                  STORE_INT(id));
+    int n = s != NULL && sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+    sqlite3_finalize(s);
+    return n;
+}
+
+int store_task_preempted(struct store *st, int64_t id, bool overrun, const char *off)
+{
+    sqlite3_stmt *s = store_prepare(st, "UPDATE tasks SET base_attempts = base_attempts + 1,"
+                                        " preempt_overruns = preempt_overruns + ?2,"
+                                        " preempt_off = COALESCE(?3, preempt_off) WHERE id = ?1");
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int(s, 2, overrun ? 1 : 0);
+    if (off != NULL)
+        sqlite3_bind_text(s, 3, off, -1, SQLITE_TRANSIENT);
+    return store_step_once(s);
 }
 
 char *store_trial_of_task(struct store *st, int64_t task, int *trial)

@@ -52,6 +52,8 @@ struct task_record {
     const char *gpu_type;       /* the --gpu-type pattern (spec.req.gpu_types is what it
                                  * matched here), or NULL */
     const char *notify;         /* --notify: the webhook URL for its end, or NULL */
+    int64_t preempt_grace_ms;   /* --preemptible: its grace (> 0), or 0: not preemptible */
+    int preempt_signal;         /* --preempt-signal; 0 = SIGTERM */
     int64_t env_id;             /* 0: store_insert_task stores env and sets this, so that the
                                  * further tasks of an array reuse it (env unchanged) */
 };
@@ -94,6 +96,13 @@ int store_reset_for_retry(struct store *st, int64_t id);
 /* What starting an attempt needs. json fields: command, env, workdir, timeout_ms,
  * array_index, stall_ms, and uid and user when the owner is recorded. The caller json_decref()s it. NULL if there is no such task. */
 json_t *store_task_exec_info(struct store *st, int64_t id);
+
+/* Preemption: how often the task overran its grace (-1: no such task); an attempt of it was
+ * preempted (inside the transaction of its end): one more attempt outside its retry budget, one
+ * more overrun if it was killed after its grace, and off (or NULL) the reason it may no longer
+ * be preempted. 0, or -1. */
+int store_task_preempt_overruns(struct store *st, int64_t id);
+int store_task_preempted(struct store *st, int64_t id, bool overrun, const char *off);
 
 /* Rebuilds a task's scheduling spec (for restore and retry). deps are allocated into
  * *deps (the caller frees); dep states are filled from the store (-1 if live). *gpu_type (when

@@ -5,8 +5,10 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int parse_size(const char *s, uint64_t *out, const char **err)
 {
@@ -344,6 +346,36 @@ const char *format_size(uint64_t bytes, char *buf, size_t len)
     else
         snprintf(buf, len, "%.1f%c", v, units[u]);
     return buf;
+}
+
+int parse_signal(const char *s, int *out, const char **err)
+{
+    long long n;
+    int sig = 0;
+    if (s[0] >= '0' && s[0] <= '9') {
+        if (parse_int(s, 1, 64, &n, err) < 0) {
+            *err = "expected a signal name (TERM, INT, USR1, USR2, HUP, …) or a number from 1 to 64";
+            return -1;
+        }
+        sig = (int)n;
+    } else {
+        const char *name = strncasecmp(s, "SIG", 3) == 0 ? s + 3 : s;
+        for (int i = 1; i < 65 && sig == 0; i++) {
+            const char *abbrev = sigabbrev_np(i);
+            if (abbrev != NULL && strcasecmp(abbrev, name) == 0)
+                sig = i;
+        }
+        if (sig == 0) {
+            *err = "expected a signal name (TERM, INT, USR1, USR2, HUP, …) or a number from 1 to 64";
+            return -1;
+        }
+    }
+    if (sig == SIGKILL || sig == SIGSTOP) {
+        *err = "SIGKILL and SIGSTOP cannot be caught: a task could not save its checkpoint";
+        return -1;
+    }
+    *out = sig;
+    return 0;
 }
 
 const char *format_duration(int64_t ms, char *buf, size_t len)

@@ -16,6 +16,10 @@ int parse_id_list(const char *s, int64_t **out, size_t *n, const char **err);
 /* "5,30,60" seconds -> milliseconds, at most max values. */
 int parse_backoff(const char *s, int64_t *out_ms, int max, int *n, const char **err);
 
+/* A signal a task may be sent to stop: "TERM", "SIGUSR1", "usr2", "10" (a number from 1 to 64).
+ * SIGKILL and SIGSTOP are refused: neither lets a task act on it. */
+int parse_signal(const char *s, int *out, const char **err);
+
 /* "0-99", "1,5,9", "0-99%4", "0-9,20-29%2". Indices are sorted, unique, at most max_count. */
 struct array_spec {
     int64_t *index;

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -182,6 +183,22 @@ static char *request_value(const struct request_field *f, const json_t *v)
         return request_workdir(f, v);
     case REQUEST_COMMAND:
         return request_command(f, v);
+    case REQUEST_GRACE:
+        if (json_is_boolean(v) || request_int_in(v, f->min, f->max))
+            return NULL;
+        return xasprintf("%s must be true, false or a grace in milliseconds from %lld to %lld",
+                         request_name(f), f->min, f->max);
+    case REQUEST_SIGNAL: {
+        int sig;
+        const char *why;
+        if (request_int_in(v, 1, 64) && json_integer_value(v) != SIGKILL &&
+            json_integer_value(v) != SIGSTOP)
+            return NULL;
+        if (json_is_string(v) && parse_signal(json_string_value(v), &sig, &why) == 0)
+            return NULL;
+        return xasprintf("%s must be a signal a task can catch: a name (TERM, USR1, …) or a"
+                         " number from 1 to 64 but 9 and 19", request_name(f));
+    }
     }
     return xstrdup("unknown field type"); /* not reached */
 }
@@ -243,6 +260,14 @@ static int request_check(const json_t *req, unsigned door, const json_t *base_en
     if (*why == NULL && bad_url != NULL) {
         *why = xasprintf("'notify' (--notify) '%s': %s", json_string_value(notify), bad_url);
         *field = "notify";
+    }
+    const json_t *preemptible = json_object_get(req, "preemptible");
+    const json_t *preempt_signal = json_object_get(req, "preempt_signal");
+    if (*why == NULL && preempt_signal != NULL && !json_is_null(preempt_signal) &&
+        (preemptible == NULL || json_is_null(preemptible) || json_is_false(preemptible))) {
+        *why = xstrdup("'preempt_signal' (--preempt-signal) is for a preemptible task: give"
+                       " --preemptible too");
+        *field = "preempt_signal";
     }
     if (*why != NULL)
         return -1;
@@ -369,6 +394,22 @@ json_t *request_value_from_text(const struct request_field *f, const char *text,
         return request_backoff_from_text(text, why);
     case REQUEST_ARRAY:
         return request_array_from_text(text, why);
+    case REQUEST_GRACE: {
+        int64_t ms;
+        if (text[0] == '\0' || strcmp(text, "true") == 0)
+            return json_true();
+        if (strcmp(text, "false") == 0)
+            return json_false();
+        if (parse_duration(text, &ms, why) < 0)
+            return NULL;
+        return json_integer(ms);
+    }
+    case REQUEST_SIGNAL: {
+        int sig;
+        if (parse_signal(text, &sig, why) < 0)
+            return NULL;
+        return json_integer(sig);
+    }
     case REQUEST_ENV:
     case REQUEST_WORKDIR:
     case REQUEST_COMMAND:

@@ -53,6 +53,9 @@ enum request_type {
     REQUEST_BACKEND,  /* "local" or "slurm" */
     REQUEST_WORKDIR,  /* the absolute path of an existing directory; the CLI: relative to . */
     REQUEST_COMMAND,  /* an array of strings, the first not empty; the CLI: after -- */
+    REQUEST_GRACE,    /* true (a default grace), false, or min to max ms; the CLI: the flag
+                       * alone, or --flag=DURATION */
+    REQUEST_SIGNAL,   /* a signal a task can catch: a name ("TERM", "SIGUSR1") or 1 to 64 */
 };
 
 /* The doors a field belongs to (bits), and whether it must be there. */
