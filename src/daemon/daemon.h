@@ -146,9 +146,6 @@ int daemon_main(int argc, char **argv);
 /* The loop's priorities (libevent: lower runs first). Everything is at the default, 1, but the
  * HTTP connections, at DAEMON_PRIO_HTTP: when the socket and HTTP both have work, the socket's
  * is done first, and the loop looks again after each HTTP callback (main.c). */
-/* A --preemptible task's grace when it names none: time to save a checkpoint and exit. */
-#define DAEMON_PREEMPT_GRACE_MS 60000
-
 #define DAEMON_PRIOS 3
 #define DAEMON_PRIO_HTTP 2
 

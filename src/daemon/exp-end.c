@@ -28,7 +28,7 @@ void exp_describe_failure(int64_t task, json_t *attempt, char *buf, size_t len)
 {
     static const char *const outcomes[][2] = {
         {"timed_out", "timed out"}, {"exec_error", "cannot execute"}, {"lost", "lost"},
-        {"stalled", "stalled"},     {"oom", "out of GPU memory"},
+        {"stalled", "stalled"},     {"oom", "out of GPU memory"}, {"preempted", "preempted"},
     };
     const char *outcome = json_string_value(json_object_get(attempt, "outcome"));
     json_t *code = json_object_get(attempt, "exit_code"), *sig = json_object_get(attempt, "signal");

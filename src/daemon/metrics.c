@@ -357,6 +357,12 @@ char *metrics_render(const json_t *snapshot)
     if (format_number(json_object_get(s, "store_commits"), 1, value))
         family_sample(&commits, "", NULL, value);
 
+    struct family preempt = {"drover_preemptions_total", "counter",
+                             "Running attempts the policy (las) asked to yield since the daemon"
+                             " started.", &out, false};
+    if (format_number(json_object_get(s, "preemptions"), 1, value))
+        family_sample(&preempt, "", NULL, value);
+
     const json_t *slurm = json_object_get(s, "slurm");
     if (json_is_object(slurm)) {
         render_scalar(&out, "drover_slurm_up",

@@ -168,7 +168,7 @@ static void request_preemption(json_t *task, struct task_record *rec)
     json_t *grace = json_object_get(task, "preemptible");
     json_t *sig = json_object_get(task, "preempt_signal");
     const char *why;
-    rec->preempt_grace_ms = json_is_true(grace)      ? DAEMON_PREEMPT_GRACE_MS
+    rec->preempt_grace_ms = json_is_true(grace)      ? REQUEST_PREEMPT_GRACE_MS
                             : json_is_integer(grace) ? json_integer_value(grace)
                                                      : 0;
     rec->spec.preemptible = rec->preempt_grace_ms > 0;

@@ -5,6 +5,7 @@
  * exec limits (util/limits.h). */
 #include "exp/template-internal.h"
 #include "util/limits.h"
+#include "util/parse.h"
 #include "util/xalloc.h"
 
 #include <stdlib.h>
@@ -111,6 +112,18 @@ static void expand_limits(const json_t *spec, const json_t *stage, struct exp_ta
     if ((v = expand_pick(spec, stage, "stall")) != NULL &&
         schema_duration(v, &task->stall_ms, &why) < 0)
         fatalx("template: stall unchecked");
+    if ((v = expand_pick(spec, stage, "preemptible")) != NULL && !json_is_boolean(v) &&
+        schema_duration(v, &task->preempt_grace_ms, &why) < 0)
+        fatalx("template: preemptible unchecked");
+    if (json_is_true(v))
+        task->preempt_grace_ms = -1;
+    if ((v = expand_pick(spec, stage, "preempt_signal")) != NULL) {
+        char num[24];
+        snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+        if (parse_signal(json_is_string(v) ? json_string_value(v) : num, &task->preempt_signal,
+                         &why) < 0)
+            fatalx("template: preempt_signal unchecked");
+    }
     if ((v = expand_pick(spec, stage, "priority")) != NULL) {
         task->priority = (int)json_integer_value(v);
         task->has_priority = true;

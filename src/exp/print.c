@@ -2,6 +2,7 @@
  * limits, needs, params, env, command), then a line on the whole. */
 #include "exp/template-internal.h"
 #include "util/parse.h"
+#include "util/request.h"
 #include "util/xalloc.h"
 
 #include <stdlib.h>
@@ -39,6 +40,11 @@ static void print_head(const struct exp_task *task, FILE *fp)
     for (int i = 0; i < task->nbackoff; i++) {
         format_duration(task->backoff_ms[i], text, sizeof text);
         fprintf(fp, "%s%s", i ? "," : " backoff=", text);
+    }
+    if (task->preempt_grace_ms != 0) {
+        format_duration(task->preempt_grace_ms > 0 ? task->preempt_grace_ms : REQUEST_PREEMPT_GRACE_MS, text,
+                        sizeof text);
+        fprintf(fp, " preemptible=%s", text);
     }
     if (task->stall_ms > 0) {
         format_duration(task->stall_ms, text, sizeof text);

@@ -101,6 +101,8 @@ static const struct schema_key schema_stage[] = {
     {.key = "env", .type = TYPE_ENV},
     {.key = "timeout", .type = TYPE_DURATION},
     {.key = "stall", .type = TYPE_DURATION},
+    {.key = "preemptible", .type = TYPE_GRACE},
+    {.key = "preempt_signal", .type = TYPE_SIGNAL},
     {.key = "priority", .type = TYPE_INTEGER, .check = schema_check_priority},
     {.key = "retry", .type = TYPE_RETRY, .children = schema_retry, .check = schema_check_retry},
     /* The container image for `drover exp render --format k8s` (exp/render.h); runs here
@@ -124,6 +126,8 @@ static const struct schema_key schema_spec[] = {
     {.key = "retry", .type = TYPE_RETRY, .children = schema_retry, .check = schema_check_retry},
     {.key = "timeout", .type = TYPE_DURATION},
     {.key = "stall", .type = TYPE_DURATION},
+    {.key = "preemptible", .type = TYPE_GRACE},
+    {.key = "preempt_signal", .type = TYPE_SIGNAL},
     {.key = "priority", .type = TYPE_INTEGER, .check = schema_check_priority},
     {.key = "circuit_breaker", .type = TYPE_MAPPING, .children = schema_circuit_breaker},
     {.key = "generator", .type = TYPE_MAPPING, .children = schema_generator},

@@ -297,6 +297,20 @@ static int schema_check_type(struct template *t, const struct schema_key *key,
         if (schema_duration(v, &ms, &why) == 0)
             return 0;
         return template_expected_because(t, path, "a duration such as 90s or 2h", v, why);
+    case TYPE_GRACE:
+        if (json_is_boolean(v) || schema_duration(v, &ms, &why) == 0)
+            return 0;
+        return template_expected(t, path, "true, false or a grace such as 90s", v);
+    case TYPE_SIGNAL: {
+        int sig;
+        char num[24];
+        if (json_is_integer(v))
+            snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+        if ((json_is_string(v) || json_is_integer(v)) &&
+            parse_signal(json_is_string(v) ? json_string_value(v) : num, &sig, &why) == 0)
+            return 0;
+        return template_expected(t, path, "a signal a task can catch, such as TERM or USR1", v);
+    }
     case TYPE_MAPPING:
         if (!json_is_object(v))
             return template_expected(t, path, "a mapping", v);

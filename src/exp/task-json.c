@@ -58,6 +58,11 @@ json_t *exp_task_to_json(const struct exp_task *t)
     task_json_int(o, "mem", t->mem > 0, (long long)t->mem);
     task_json_int(o, "timeout_ms", t->timeout_ms > 0, t->timeout_ms);
     task_json_int(o, "stall_ms", t->stall_ms > 0, t->stall_ms);
+    if (t->preempt_grace_ms != 0)
+        json_object_set_new(o, "preemptible", t->preempt_grace_ms > 0
+                                                  ? json_integer(t->preempt_grace_ms)
+                                                  : json_true());
+    task_json_int(o, "preempt_signal", t->preempt_signal > 0, t->preempt_signal);
     task_json_int(o, "priority", t->has_priority, t->priority);
     task_json_int(o, "retries", t->retries >= 0, t->retries);
     if (t->nbackoff > 0) {

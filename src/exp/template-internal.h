@@ -78,6 +78,8 @@ enum schema_type {
     TYPE_DURATION,
     TYPE_MAPPING, TYPE_FREE, TYPE_ARGV, TYPE_STRINGS, TYPE_ENV, TYPE_RETRY, TYPE_BACKOFF,
     TYPE_BASELINE, TYPE_IMPROVEMENT, TYPE_PARAMETERS, TYPE_STAGES,
+    TYPE_GRACE,  /* true, false, or a duration (preemptible: the grace) */
+    TYPE_SIGNAL, /* a signal a task can catch: TERM, SIGUSR1, 10 */
 };
 
 /* One key of the schema; a mapping's keys end with {NULL}. */

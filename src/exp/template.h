@@ -26,6 +26,9 @@
  *        --retries (util/request.def).
  *     timeout: DURATION            (per attempt)
  *     stall: DURATION              (no output and idle GPUs this long: hung, killed and retried)
+ *     preemptible: true | DURATION (policy las may stop it to make room: it saves and exits on
+ *                                   preempt_signal, default TERM, within the grace, default 60s)
+ *     preempt_signal: NAME | N
  *     priority: INT                (higher runs first; bounded like drover submit's --priority)
  *     circuit_breaker: { failures: INT }
  *     generator: { command: [STR, …] }
@@ -80,6 +83,9 @@ struct exp_task {
     char *backend;        /* resources.backend ("slurm", "local"), or NULL: the daemon's choice */
     int64_t timeout_ms;   /* 0 = not given: no time limit */
     int64_t stall_ms;     /* spec.stall; 0 = not given: no stall check */
+    int64_t preempt_grace_ms; /* spec.preemptible: -1 true (the daemon's default grace), > 0
+                               * the grace given, 0 not preemptible */
+    int preempt_signal;   /* spec.preempt_signal; 0 = not given (SIGTERM) */
     int priority;         /* spec.priority, when has_priority */
     bool has_priority;
     int retries;          /* retries after the first attempt; -1 = not given */

@@ -35,6 +35,7 @@
 #define REQUEST_MAX_ARRAY_LIMIT 1000000    /* the largest %N */
 #define REQUEST_MAX_BACKOFF 8              /* backoff values */
 #define REQUEST_MAX_BACKOFF_MS 1000000000000LL
+#define REQUEST_PREEMPT_GRACE_MS 60000     /* --preemptible alone: the grace to save and exit */
 
 /* What a field holds in JSON, and what `drover submit` takes for it. */
 enum request_type {
