@@ -145,7 +145,7 @@ static int api_submit_field(struct http_req *r, json_t *req, const char *key, js
     }
     bool text = json_is_string(v) && (f->type == REQUEST_SIZE || f->type == REQUEST_DURATION ||
                                        f->type == REQUEST_IDS || f->type == REQUEST_BACKOFF ||
-                                       f->type == REQUEST_ARRAY);
+                                       f->type == REQUEST_ARRAY || f->type == REQUEST_GRACE);
     if (!text) {
         json_object_set(req, rkey, v); /* request_check_submit judges it */
         return 0;
