@@ -489,8 +489,8 @@ static void supervisor_wait(struct supervisor *sup)
         for (int i = 0; i < 2; i++)
             if (fds[i].revents != 0)
                 relay_pump(&sup->relay, i);
-        if (fds[2].revents != 0)
-            supervisor_read_signals(sup, now);
+        if (fds[2].revents != 0) /* a grace counts from now, not from before the poll */
+            supervisor_read_signals(sup, supervisor_clock_ms(CLOCK_MONOTONIC));
     }
     /* What we stopped goes entirely, grandchildren included; a task that ended by itself may
      * leave what it chose to leave. */

@@ -638,6 +638,78 @@ static void test_cancel_right_away(void **state)
     assert_true(wait_group_empty(status.pgid));
 }
 
+/* --- preemption (exec_preempt) ------------------------------------------------------------- */
+
+/* The task's own signal to its group; it saves and exits in time: preempted, no overrun, the time
+ * it was asked recorded; a second request and a cancel after it change nothing. */
+static void test_preempt_with_the_tasks_signal(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"sh", "-c", "trap 'echo yielded; exit 3' USR2; echo up; echo $$ > \"$1\";"
+                    " while :; do sleep 0.01; done", "sh", (char *)in_dir(f, "up"), NULL};
+    struct exec_spec spec = spec_for(f, argv);
+    spec.timeout_ms = 60000;
+    spec.preempt_signal = SIGUSR2;
+    spec.preempt_grace_ms = 30000;
+
+    pid_t supervisor = start(&spec);
+    wait_pid_in(in_dir(f, "up"));
+    assert_int_equal(exec_preempt(f->run_dir), 0);
+    exec_preempt(f->run_dir);
+    exec_cancel(f->run_dir);
+    struct exec_status status = finish(f->run_dir, supervisor);
+    assert_true(status.preempted);
+    assert_false(status.preempt_overrun);
+    assert_false(status.cancelled);
+    assert_false(status.timed_out);
+    assert_int_equal(status.exit_code, 3);
+    assert_true(status.preempt_ms >= status.start_ms && status.preempt_ms <= status.end_ms);
+    assert_true(status.end_ms - status.preempt_ms < 30000);
+    char *out = slurp_run(f, "stdout");
+    assert_string_equal(out, "up\nyielded\n");
+    free(out);
+    assert_int_equal(exec_preempt(f->run_dir), -1); /* nothing runs there now */
+}
+
+/* A task that ignores the signal is killed when its grace is over: an overrun. */
+static void test_preempt_overrun_is_killed(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"sh", "-c", "trap '' TERM; echo $$ > \"$1\"; while :; do sleep 0.01; done",
+                    "sh", (char *)in_dir(f, "up"), NULL};
+    struct exec_spec spec = spec_for(f, argv);
+    spec.preempt_grace_ms = 300;
+
+    pid_t supervisor = start(&spec);
+    wait_pid_in(in_dir(f, "up"));
+    assert_int_equal(exec_preempt(f->run_dir), 0);
+    struct exec_status status = finish(f->run_dir, supervisor);
+    assert_true(status.preempted);
+    assert_true(status.preempt_overrun);
+    assert_int_equal(status.signal, SIGKILL);
+    assert_true(status.end_ms - status.preempt_ms >= 300);
+    assert_true(wait_group_empty(status.pgid));
+}
+
+/* A task already stopping for its time limit is not preempted on top. */
+static void test_preempt_after_time_limit_is_ignored(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"sh", "-c", "trap 'echo $$ > \"$1\"; sleep 0.3; exit 5' TERM;"
+                    " while :; do sleep 0.01; done", "sh", (char *)in_dir(f, "termed"), NULL};
+    struct exec_spec spec = spec_for(f, argv);
+    spec.timeout_ms = 200;
+    spec.grace_ms = 10000;
+
+    pid_t supervisor = start(&spec);
+    wait_pid_in(in_dir(f, "termed")); /* the time limit's SIGTERM arrived */
+    exec_preempt(f->run_dir);
+    struct exec_status status = finish(f->run_dir, supervisor);
+    assert_true(status.timed_out);
+    assert_false(status.preempted);
+    assert_int_equal(status.exit_code, 5);
+}
+
 static void test_cancel_without_supervisor(void **state)
 {
     struct fixture *f = *state;
@@ -1145,6 +1217,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_right_away, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_without_supervisor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preempt_with_the_tasks_signal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preempt_overrun_is_killed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preempt_after_time_limit_is_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_lifecycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_lost_and_kill_orphans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_orphans_ignores_an_earlier_boot, setup,

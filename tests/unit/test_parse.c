@@ -1,5 +1,6 @@
 /* The parsers for what users type, and the GPU inventory parsers. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +51,24 @@ static void test_durations(void **state)
                                       "0.0001s"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(parse_duration(bad[i], &ms, &err), -1);
+}
+
+static void test_signals(void **state)
+{
+    const char *err;
+    int sig;
+    static const struct { const char *in; int want; } ok[] = {
+        {"TERM", SIGTERM}, {"SIGUSR1", SIGUSR1}, {"usr2", SIGUSR2}, {"sigint", SIGINT},
+        {"HUP", SIGHUP},   {"10", 10},           {"64", 64},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        assert_int_equal(parse_signal(ok[i].in, &sig, &err), 0);
+        assert_int_equal(sig, ok[i].want);
+    }
+    static const char *const bad[] = {"", "KILL", "SIGSTOP", "9", "19", "0", "65", "TERMX",
+                                      "SIG", "-15", "1x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(parse_signal(bad[i], &sig, &err), -1);
 }
 
 static void test_ints_and_ids(void **state)
@@ -304,7 +323,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes),           cmocka_unit_test(test_durations),
-        cmocka_unit_test(test_ints_and_ids),    cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_signals),         cmocka_unit_test(test_ints_and_ids),    cmocka_unit_test(test_backoff),
         cmocka_unit_test(test_arrays),          cmocka_unit_test(test_formatting),
         cmocka_unit_test(test_fake_gpus),       cmocka_unit_test(test_nvidia_smi_output),
         cmocka_unit_test(test_nvidia_smi_sample), cmocka_unit_test(test_utf8),

@@ -3,6 +3,7 @@
  * the default-retries / default-backoff settings it reads. Each test breaks one thing of a valid
  * request; a refusal must be one line naming the field, the same through both doors. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -222,6 +223,55 @@ static void test_other_fields(void **state)
     }
 }
 
+/* --preemptible[=GRACE] and --preempt-signal: both doors, and the signal only with the flag. */
+static void test_preemption_fields(void **state)
+{
+    accepted_alike("preemptible", json_true());
+    accepted_alike("preemptible", json_false());
+    accepted_alike("preemptible", json_integer(90000));
+    refused_alike("preemptible", json_integer(0));
+    refused_alike("preemptible", json_string("90s")); /* text is the CLI's and HTTP's to convert */
+    for (unsigned door = REQUEST_SUBMIT; door <= REQUEST_TASK; door++) {
+        json_t *req = base(door);
+        json_object_set_new(req, "preemptible", json_true());
+        json_object_set_new(req, "preempt_signal", json_string("SIGUSR1"));
+        assert_null(check(door, req));
+        req = base(door);
+        json_object_set_new(req, "preemptible", json_true());
+        json_object_set_new(req, "preempt_signal", json_integer(9));
+        char *why = check(door, req);
+        assert_non_null(strstr(why, "preempt_signal"));
+        free(why);
+        req = base(door);
+        json_object_set_new(req, "preempt_signal", json_string("TERM"));
+        why = check(door, req);
+        assert_string_equal(why, "'preempt_signal' (--preempt-signal) is for a preemptible"
+                                 " task: give --preemptible too");
+        free(why);
+        req = base(door);
+        json_object_set_new(req, "preemptible", json_false());
+        json_object_set_new(req, "preempt_signal", json_string("TERM"));
+        why = check(door, req);
+        assert_non_null(why); /* a signal for a task that is not preemptible */
+        free(why);
+    }
+    /* The text forms, as drover submit and the HTTP API take them. */
+    const struct request_field *f = request_field("preemptible");
+    const char *why;
+    json_t *v = request_value_from_text(f, "", &why);
+    assert_true(json_is_true(v));
+    json_decref(v);
+    v = request_value_from_text(f, "2m", &why);
+    assert_int_equal(json_integer_value(v), 120000);
+    json_decref(v);
+    assert_null(request_value_from_text(f, "soon", &why));
+    f = request_field("preempt_signal");
+    v = request_value_from_text(f, "usr2", &why);
+    assert_int_equal(json_integer_value(v), SIGUSR2);
+    json_decref(v);
+    assert_null(request_value_from_text(f, "STOP", &why));
+}
+
 /* What belongs to a submission is refused by name in one task of an experiment. */
 static void test_submission_fields(void **state)
 {
@@ -300,7 +350,44 @@ static void test_settings(void **state)
     assert_int_equal(cfg.default_backoff[1], 2000);
     config_free(&cfg);
 
+    /* The policy and las's knobs (NULL knobs: las's own defaults). */
+    assert_int_equal(load(&cfg, NULL, NULL, &err), 0);
+    assert_false(cfg.las);
+    assert_int_equal(cfg.las_nthresholds, -1);
+    assert_int_equal(cfg.preempt_overruns, 2);
+    config_free(&cfg);
+    assert_int_equal(load(&cfg, "--policy", "las", &err), 0);
+    assert_true(cfg.las);
+    config_free(&cfg);
+    assert_int_equal(load(&cfg, "--las-thresholds", "0.5,5,50", &err), 0);
+    assert_int_equal(cfg.las_nthresholds, 3);
+    assert_true(cfg.las_threshold[0] == 1800 && cfg.las_threshold[2] == 180000);
+    config_free(&cfg);
+    assert_int_equal(load(&cfg, "--las-min-run", "0", &err), 0);
+    assert_int_equal(cfg.las_min_run_ms, 0);
+    config_free(&cfg);
+    assert_int_equal(load(&cfg, "--las-starve", "2.5", &err), 0);
+    assert_true(cfg.las_starve_k == 2.5);
+    config_free(&cfg);
+    assert_int_equal(load(&cfg, "--preempt-overruns", "none", &err), 0);
+    assert_int_equal(cfg.preempt_overruns, 0);
+    config_free(&cfg);
+
+    /* Checked once all are read (from the file or a flag): the line names the setting. */
+    static const char *const bad_las[][2] = {
+        {"--policy", "sjf"},       {"--las-thresholds", "10,1"}, {"--las-thresholds", "1,"},
+        {"--las-thresholds", "0"}, {"--las-thresholds", "1,2,3,4,5,6,7,8"},
+        {"--las-min-run", "soon"}, {"--las-starve", "-1"},
+    };
+    for (size_t i = 0; i < sizeof bad_las / sizeof bad_las[0]; i++) {
+        assert_int_equal(load(&cfg, bad_las[i][0], bad_las[i][1], &err), -1);
+        assert_non_null(strstr(err, bad_las[i][0] + 2));
+        assert_non_null(strstr(err, bad_las[i][1]));
+        free(err);
+        config_free(&cfg);
+    }
     static const char *const bad[][2] = {
+        {"--preempt-overruns", "0"},
         {"--default-retries", "1001"}, {"--default-retries", "-1"},
         {"--default-retries", "x"},    {"--default-backoff", "5,,6"},
         {"--default-backoff", ""},     {"--default-backoff", "1,2,3,4,5,6,7,8,9"},
@@ -518,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_backoff),
         cmocka_unit_test(test_env),
         cmocka_unit_test(test_other_fields),
+        cmocka_unit_test(test_preemption_fields),
         cmocka_unit_test(test_submission_fields),
         cmocka_unit_test(test_task_exec_limits),
         cmocka_unit_test(test_settings),
