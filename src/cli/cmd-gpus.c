@@ -84,6 +84,10 @@ static void gpus_human(json_t *reply)
     printf("source: %s; %lld CPUs, %s memory\n",
            json_string_value(json_object_get(reply, "source")),
            (long long)json_integer_value(json_object_get(reply, "cpus")), mem);
+    const char *policy = json_string_value(json_object_get(reply, "policy"));
+    if (policy != NULL && strcmp(policy, "las") == 0)
+        printf("policy: las, %lld preemptions since the daemon started\n",
+               (long long)json_integer_value(json_object_get(reply, "preemptions")));
     json_t *slurm = json_object_get(reply, "slurm");
     if (json_is_object(slurm) && json_is_true(json_object_get(slurm, "up")))
         printf("slurm: up, %lld jobs tracked\n",

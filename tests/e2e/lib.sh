@@ -233,7 +233,8 @@ use_fake_nvml() {
 # system_teardown, then cleanup.
 system_setup() {
     [ "$(id -u)" = 0 ] || skip "needs root (creates users and a system daemon)"
-    "$DROVER" daemon --help 2>&1 | grep -q -- '--system' || skip "no system mode yet"
+    # Read whole: grep -q would leave at the first line, and the help's later writes die of SIGPIPE.
+    grep -q -- '--system' <<<"$("$DROVER" daemon --help 2>&1)" || skip "no system mode yet"
     command -v setpriv >/dev/null || skip "no setpriv"
     SYSTEM_NAME=$1
     SYSTEM_USERS=() SYSTEM_GROUPS=()
