@@ -78,6 +78,22 @@ k=$(grep -c '^epoch' "$DROVER_HOME/runs/$long/1/stdout")
 grep -q "^resumed from epoch $k\$" "$DROVER_HOME/runs/$long/2/stdout" || fail "attempt 2 did not resume from epoch $k"
 [ "$(preemptions)" -ge 1 ] || fail "gpus --json counts no preemption"
 
+t "a preemption whose daemon died (kill -9) is finished by the next one: queued again, resumed"
+ref=$(/usr/bin/python3 examples/numpy/train.py --epochs 6 | grep '^epoch')
+kl=$(drover submit --gpus 1 --preemptible=20s -- /usr/bin/python3 examples/numpy/train.py --epochs 6 --epoch-sleep 0.3)
+wait_until 60 stdout_has "$kl" "^epoch 2 " 1
+dpid=$(cat "$DROVER_HOME/daemon.lock")
+kill -9 "$dpid"
+wait_until 30 proc_gone "$dpid"
+# What the daemon does to preempt, done while none runs: SIGUSR1 to the attempt's supervisor.
+read -r spid _ < "$DROVER_HOME/runs/$kl/1/pid"
+kill -USR1 "$spid"
+wait_until 30 test -e "$DROVER_HOME/runs/$kl/1/status"
+drover wait "$kl" >/dev/null || fail "not resumed after the restart: $(drover show "$kl")"
+attempts_py "$kl" 'assert [x["outcome"] for x in a] == ["preempted", "succeeded"], a'
+got=$(cat "$DROVER_HOME/runs/$kl/1/stdout" "$DROVER_HOME/runs/$kl/2/stdout" | grep '^epoch')
+expect_eq "$got" "$ref" "epoch lines across the restart"
+
 t "--preempt-signal USR1: the task gets USR1, not TERM, and its end is a preemption"
 usr=$(drover submit --gpus 1 --preemptible=10s --preempt-signal USR1 -- sh -c \
     'trap "echo got-usr1; exit 3" USR1; trap "echo got-term; exit 4" TERM; echo up; while :; do sleep 0.05; done')

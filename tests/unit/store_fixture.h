@@ -29,4 +29,26 @@ static inline void store_fixture_close(struct store *st, const char *dir)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A cmocka fixture of one store: `static int setup(void **)` and `teardown` for a test file
+ * whose state is a struct store_fixture. */
+struct store_fixture {
+    char dir[64];
+    struct store *st;
+};
+#define STORE_FIXTURE_FUNCS(template)                                                          \
+    static int setup(void **state)                                                             \
+    {                                                                                          \
+        struct store_fixture *fx = calloc(1, sizeof *fx);                                      \
+        fx->st = store_fixture_open(fx->dir, template);                                        \
+        *state = fx;                                                                           \
+        return 0;                                                                              \
+    }                                                                                          \
+    static int teardown(void **state)                                                          \
+    {                                                                                          \
+        struct store_fixture *fx = *state;                                                     \
+        store_fixture_close(fx->st, fx->dir);                                                  \
+        free(fx);                                                                              \
+        return 0;                                                                              \
+    }
+
 #endif

@@ -16,26 +16,7 @@
 #include "store/store.h"
 #include "store_fixture.h"
 
-struct fixture {
-    char dir[64];
-    struct store *st;
-};
-
-static int setup(void **state)
-{
-    struct fixture *fx = calloc(1, sizeof *fx);
-    fx->st = store_fixture_open(fx->dir, "/tmp/drover-store-preempt.XXXXXX");
-    *state = fx;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fixture *fx = *state;
-    store_fixture_close(fx->st, fx->dir);
-    free(fx);
-    return 0;
-}
+STORE_FIXTURE_FUNCS("/tmp/drover-store-preempt.XXXXXX")
 
 static int64_t add_task(struct store *st, int gpus, int64_t grace_ms, int sig)
 {
@@ -78,7 +59,7 @@ static struct core_task_spec spec_of(struct store *st, int64_t id)
 
 static void test_preemptible_and_service(void **state)
 {
-    struct store *st = ((struct fixture *)*state)->st;
+    struct store *st = ((struct store_fixture *)*state)->st;
     int64_t plain = add_task(st, 2, 0, 0);
     int64_t pre = add_task(st, 2, 90000, SIGUSR1);
     int64_t cpu = add_task(st, 0, 60000, 0);
@@ -105,7 +86,7 @@ static void test_preemptible_and_service(void **state)
 
 static void test_overruns_and_retry_budget(void **state)
 {
-    struct store *st = ((struct fixture *)*state)->st;
+    struct store *st = ((struct store_fixture *)*state)->st;
     int64_t id = add_task(st, 1, 1000, 0);
     assert_int_equal(store_task_preempt_overruns(st, id), 0);
     assert_int_equal(store_task_preempt_overruns(st, id + 100), -1);
