@@ -151,7 +151,8 @@ static void finish(struct daemon *d, struct run *r, int64_t task, int attempt,
     bool failed = outcome == CORE_OUTCOME_EXIT_CODE || outcome == CORE_OUTCOME_SIGNAL ||
                   outcome == CORE_OUTCOME_LOST;
     char buf[32];
-    if (r != NULL && r->gpu_fault && outcome != CORE_OUTCOME_SUCCESS) {
+    if (r != NULL && r->gpu_fault && outcome != CORE_OUTCOME_SUCCESS &&
+        outcome != CORE_OUTCOME_PREEMPTED) { /* a preemption is queued again already */
         e->outcome = "gpu_fault";
         snprintf(e->reason, sizeof e->reason, "%s; queued again", r->fault);
         e->requeue = true;
