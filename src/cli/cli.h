@@ -15,7 +15,7 @@ enum {
     EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3, EXIT_NOT_PERMITTED = 4
 };
 
-#define CMD_MAX_OPTS 24
+#define CMD_MAX_OPTS 32
 
 struct cmd_opt {
     const char *name;  /* long name without dashes */

@@ -263,6 +263,21 @@ struct core_policy {
     /* Promote a waiting task once it has waited this long in all since its submission (its
      * time not running, across attempts); 0 = not so. */
     int64_t las_starve_total_ms;
+    /* An attempt that starts after its task has waited this long in all since its submission
+     * (time not running, across attempts) is never preempted; it is not promoted for it, only
+     * stops losing its GPUs. 0 = not so. */
+    int64_t las_protect_wait_ms;
+    /* A promoted attempt is protected only for this long of its run, then preemptible again
+     * like any other; 0 = for its whole run. */
+    int64_t las_protect_run_ms;
+    /* Preempt a running attempt only when its expected remaining service, from the services
+     * of the tasks that have succeeded so far (GPU-time; no task's duration is known), is
+     * more than las_mrl_factor x the waiter's: a victim about to end is left alone, and where
+     * service tells little about what remains (similar jobs), nothing is preempted. 0 = off. */
+    double las_mrl_factor;
+    /* A protected attempt (promoted, or las_protect_wait_ms) is protected only for this many
+     * times its task's total wait at its start, then preemptible again; 0 = its whole run. */
+    double las_protect_ratio;
 };
 
 /* The daemon's default: aging 60 s per point, backfill, best fit, scan bound 10000, fair share

@@ -32,10 +32,83 @@
  * not fit, O(R log R) over the R running attempts (candidates sorted) and a scratch release of
  * each candidate; plus O(R) to compute the next wakeup (a threshold or a minimum run reached
  * while a task waits). A pass is not skipped when only the time changed (services grow). */
+#include <math.h> /* INFINITY */
 #include <stdlib.h>
 
 #include "core/internal.h"
 #include "core/mem.h"
+
+/* ---- the history of services (las_mrl_factor) ----------------------------------------------
+ *
+ * The services of the tasks that succeeded, in logarithmic bins (LAS_BINS_PER_OCTAVE a
+ * doubling, from 1 GPU-second), with each bin's count and sum: the mean residual service of a
+ * task that has attained a, E[S - a | S > a], is read from the bins above a's (suffix sums,
+ * recomputed at most once per change). O(LAS_BINS) memory and per recomputation, O(1) a query. */
+#define LAS_BINS_PER_OCTAVE 8
+#define LAS_BINS (40 * LAS_BINS_PER_OCTAVE)
+/* Below this many finished tasks the history says nothing and every preemption is allowed. */
+#define LAS_HISTORY_MIN 20
+
+struct core_las_history {
+    uint64_t n;
+    bool dirty;
+    double count[LAS_BINS], sum[LAS_BINS];
+    double above_count[LAS_BINS + 1], above_sum[LAS_BINS + 1]; /* bins >= i */
+};
+
+static int las_bin(double ms)
+{
+    /* 2^(k / 8), k = 0..7: the bins within an octave (no libm in core/). */
+    static const double step[LAS_BINS_PER_OCTAVE] = {
+        1.0, 1.0905077326652577, 1.189207115002721, 1.2968395546510096,
+        1.4142135623730951, 1.5422108254079407, 1.6817928305074290, 1.8340080864093424,
+    };
+    if (!(ms >= 1000))
+        return 0;
+    double x = ms / 1000;
+    int octave = 0;
+    while (x >= 2 && octave < LAS_BINS / LAS_BINS_PER_OCTAVE) {
+        x /= 2;
+        octave++;
+    }
+    int k = LAS_BINS_PER_OCTAVE - 1;
+    while (k > 0 && x < step[k])
+        k--;
+    int b = 1 + octave * LAS_BINS_PER_OCTAVE + k;
+    return b >= LAS_BINS ? LAS_BINS - 1 : b;
+}
+
+void core_las_ended(struct core *core, const struct core_task *t)
+{
+    if (core->policy.las_mrl_factor <= 0)
+        return;
+    if (core->las_history == NULL)
+        core->las_history = core_xcalloc(1, sizeof *core->las_history);
+    struct core_las_history *h = core->las_history;
+    int b = las_bin(t->service);
+    h->count[b]++;
+    h->sum[b] += t->service;
+    h->n++;
+    h->dirty = true;
+}
+
+/* E[S - a | S > a] over the history (S beyond a's bin), or INFINITY where no task that ended
+ * had more (a task served beyond all of them may have any amount left). */
+static double las_residual(struct core_las_history *h, double a)
+{
+    if (h->dirty) {
+        h->above_count[LAS_BINS] = h->above_sum[LAS_BINS] = 0;
+        for (int i = LAS_BINS - 1; i >= 0; i--) {
+            h->above_count[i] = h->above_count[i + 1] + h->count[i];
+            h->above_sum[i] = h->above_sum[i + 1] + h->sum[i];
+        }
+        h->dirty = false;
+    }
+    int b = las_bin(a) + 1;
+    if (b >= LAS_BINS || h->above_count[b] == 0)
+        return INFINITY;
+    return h->above_sum[b] / h->above_count[b] - a;
+}
 
 double core_las_gpus(const struct core_task *t)
 {
@@ -146,6 +219,32 @@ void core_las_promote(struct core *core, core_time now)
     free(due);
 }
 
+void core_las_protect(const struct core *core, struct core_task *t, bool promoted)
+{
+    const struct core_policy *policy = &core->policy;
+    struct core_run *run = t->run;
+    /* A task the starvation guard promoted runs this attempt unpreempted: to its end, or for
+     * las_protect_run_ms of it. */
+    if (promoted && !policy->las_starve_reset) {
+        if (policy->las_protect_run_ms > 0)
+            run->protect_until = core_time_add(run->started, policy->las_protect_run_ms);
+        else
+            run->protect = true;
+    }
+    if (policy->las_max_preempt > 0 && t->preempted >= policy->las_max_preempt)
+        run->protect = true;
+    int64_t waited = run->started - t->submit_time - t->run_total;
+    if (policy->las_protect_wait_ms > 0 && waited >= policy->las_protect_wait_ms)
+        run->protect = true;
+    /* las_protect_ratio: for a time in proportion to the wait it made up for. */
+    if (run->protect && policy->las_protect_ratio > 0 &&
+        !(policy->las_max_preempt > 0 && t->preempted >= policy->las_max_preempt)) {
+        run->protect = false;
+        double ms = policy->las_protect_ratio * (double)waited;
+        run->protect_until = core_time_add(run->started, ms < 9e18 ? (int64_t)ms : INT64_MAX);
+    }
+}
+
 struct las_cand {
     struct core_run *run;
     double service;
@@ -186,20 +285,29 @@ static void las_emit(struct core *core, struct core_run *run, struct core_action
     core->stats.preemptions++;
 }
 
-/* t fits nowhere now: asks preemptible attempts of higher queues to stop if that makes room. */
 /* The attempts t may preempt now, most-served first, into cand[]; returns how many. */
 static size_t las_candidates(struct core *core, const struct core_task *t, core_time now,
                              struct las_cand *cand)
 {
     int qt = core_las_queue(core, t, now);
+    /* las_mrl_factor: the least service a victim must be expected to have left (INFINITY
+     * when t has attained more than any task that ended: then t preempts nothing, promoted
+     * or not; it starts as GPUs free up). */
+    double least = 0;
+    struct core_las_history *h = core->las_history;
+    if (core->policy.las_mrl_factor > 0 && h != NULL && h->n >= LAS_HISTORY_MIN)
+        least = core->policy.las_mrl_factor * las_residual(h, las_service(t, now));
     size_t n = 0;
     for (struct core_run *run = core->running; run != NULL; run = run->next) {
         struct core_task *v = run->task;
         if (run->preempting || run->protect || !run->claimed || !v->preemptible ||
             v->state != TASK_RUNNING || now - run->started < core->policy.las_min_run_ms ||
-            core_las_queue(core, v, now) <= qt)
+            now < run->protect_until || core_las_queue(core, v, now) <= qt)
             continue;
-        cand[n++] = (struct las_cand){.run = run, .service = las_service(v, now)};
+        double service = las_service(v, now);
+        if (least > 0 && !(las_residual(h, service) > least))
+            continue;
+        cand[n++] = (struct las_cand){.run = run, .service = service};
     }
     qsort(cand, n, sizeof *cand, las_cmp_cand);
     return n;
@@ -291,6 +399,8 @@ void core_las_wakeup(struct core *core, core_time now, int wait_q)
             core_time at;
             if (core_las_queue(core, v, now) > wait_q) {
                 at = core_time_add(run->started, core->policy.las_min_run_ms);
+                if (run->protect_until > at)
+                    at = run->protect_until;
             } else if (wait_q < core->policy.las_nthresholds) {
                 /* The first ms at which its service reaches the threshold (a ceiling). */
                 double ms = (core->policy.las_threshold[wait_q] * 1000 -
@@ -302,6 +412,8 @@ void core_las_wakeup(struct core *core, core_time now, int wait_q)
                 core_time minrun = core_time_add(run->started, core->policy.las_min_run_ms);
                 if (minrun > at)
                     at = minrun;
+                if (run->protect_until > at)
+                    at = run->protect_until;
             } else {
                 continue;
             }
