@@ -22,25 +22,25 @@ static const struct cmd_opt simulate_opts[] = {
     {"preempt-cost", 0, true, false, "las: work a preempted job loses (default 60s; 0 = none)"},
     {"las-thresholds", 0, true, false,
      "las: queue thresholds in GPU-hours, ascending, comma-separated (default 1,10)"},
-    {"las-starve", 0, true, false,
-     "las: promote a job that waited K x its last run (default 8; 0 = never)"},
     {"las-min-run", 0, true, false, "las: minimum run before a preemption (default 10m)"},
-    {"las-starve-reset", 0, false, false,
-     "las: a promotion restarts the job's attained service instead of protecting its run"},
+    {"las-mrl", 0, true, false,
+     "las: preempt only a job the finished ones say has F x the waiter's left (default 1)"},
+    {"las-protect-wait", 0, true, false,
+     "las: a job that has waited this long in all keeps its GPUs (default 12h; 0 = no)"},
+    {"las-protect-ratio", 0, true, false,
+     "las: a protected run is protected R x the job's wait (default 1; 0 = whole run)"},
     {"las-starve-total", 0, true, false,
-     "las: promote a job that has waited this long in all since its submission (default: no)"},
-    {"las-max-preempt", 0, true, false,
-     "las: a job preempted N times is not preempted again (default 0: no bound)"},
+     "las: promote a job that has waited this long in all (default 100h; 0 = no)"},
+    {"las-starve", 0, true, false,
+     "las: promote a job that waited K x its last run (default 0 = never)"},
     {"las-starve-max", 0, true, false,
      "las: promote a job that waited this long, if less than K x its last run (default: none)"},
-    {"las-protect-wait", 0, true, false,
-     "las: never preempt a job that has waited this long in all (default: no)"},
+    {"las-starve-reset", 0, false, false,
+     "las: a promotion restarts the job's attained service instead of protecting its run"},
     {"las-protect-run", 0, true, false,
-     "las: protect a promoted job's run only this long (default: its whole run)"},
-    {"las-mrl", 0, true, false,
-     "las: preempt only a job expected to run F x longer than the waiter (default 0: off)"},
-    {"las-protect-ratio", 0, true, false,
-     "las: protect a promoted job's run only R x its wait (default 0: its whole run)"},
+     "las: protect a promoted job's run only this long (default: see --las-protect-ratio)"},
+    {"las-max-preempt", 0, true, false,
+     "las: a job preempted N times is not preempted again (default 0: no bound)"},
     {"limits", 'l', true, false, "time limits jobs give: none (default), exact or xF"},
     {"whole-gpus", 0, false, false, "give a job that asks for a fraction of a GPU whole GPUs"},
     {"skip-bad-rows", 0, false, false, "count and skip rows that cannot be read"},
@@ -494,8 +494,9 @@ const struct cmd_entry cmd_simulate = {
     .name = "simulate",
     .usage = "simulate --trace FILE (--cluster NxG[:MEM] | --nodes FILE) [--format F] "
              "[--policy fifo|backfill|drover|las] [--preempt-cost D] [--las-thresholds H,H] "
-             "[--las-starve K] [--las-starve-max D] [--las-starve-reset] [--las-max-preempt N] "
-             "[--las-starve-total D] [--las-min-run D] [--limits none|exact|xF] "
+             "[--las-min-run D] [--las-mrl F] [--las-protect-wait D] [--las-protect-ratio R] "
+             "[--las-starve-total D] [--las-starve K] [--las-starve-max D] [--las-starve-reset] "
+             "[--las-protect-run D] [--las-max-preempt N] [--limits none|exact|xF] "
              "[--whole-gpus] "
              "[--skip-bad-rows] [--schedule-out FILE] [--why JOB] [--fair-share on|off] "
              "[--users N [--heavy-user-share F] [--seed S]] [--json]",

@@ -254,7 +254,7 @@ void core_las_preempt(struct core *core, const struct core_task *t, core_time no
 void core_las_promote(struct core *core, core_time now);
 /* t succeeded: its attained service joins the history (las_mrl_factor). */
 void core_las_ended(struct core *core, const struct core_task *t);
-/* Sets t->run's protection as its attempt starts (promoted: the guard promoted it). */
+/* Sets t->run's protection as its attempt starts (promoted: a guard promoted it). */
 void core_las_protect(const struct core *core, struct core_task *t, bool promoted);
 /* Sets core->las_wakeup after a pass; wait_q: the lowest queue of a task that did not fit. */
 void core_las_wakeup(struct core *core, core_time now, int wait_q);

@@ -2,7 +2,7 @@
  *
  * A task's attained service is GPUs x time run, over all its attempts (attempt.c keeps it at
  * every attempt's end; a running attempt adds its time so far). Its queue is how many of the
- * policy's thresholds that service has reached (a waiting task promoted by the starvation guard:
+ * policy's thresholds that service has reached (a waiting task promoted by a starvation guard:
  * queue 0). The ready queue's key (qprio) puts the lower queue first, then the priority; the
  * ready time orders within (FIFO), as for every policy.
  *
@@ -11,27 +11,43 @@
  * does not fit may preempt: the candidates are running attempts of preemptible tasks in a
  * strictly higher queue than its own that have run las_min_run_ms in this attempt (the
  * hysteresis: a demoted task keeps its GPUs for that long, and two tasks of one queue never
- * preempt each other); their release is tried in the scratch copy (as backfill's reservation
- * does), most-served first, node by node, and the node that lets the task fit with the fewest
- * releases (then the most-served) gives the victims. A spanning task releases most-served first
- * until whole nodes enough are free. Attempts already asked to stop are released first: when
- * they make room, nothing more is preempted. One preemption decision per request shape per
- * pass (the shape is then marked as not fitting, like any other): the driver reports the exits,
- * and the next pass starts the task and lets the next of its shape preempt.
+ * preempt each other), that are not protected (below), and — las_mrl_factor — that the history
+ * expects to have more left than the waiter; their release is tried in the scratch copy (as
+ * backfill's reservation does), most-served first, node by node, and the node that lets the
+ * task fit with the fewest releases (then the most-served) gives the victims. A spanning task
+ * releases most-served first until whole nodes enough are free. Attempts already asked to stop
+ * are released first: when they make room, nothing more is preempted. One preemption decision
+ * per request shape per pass (the shape is then marked as not fitting, like any other): the
+ * driver reports the exits, and the next pass starts the task and lets the next of its shape
+ * preempt.
  *
- * Starvation: a queued task that ran before and has waited las_starve_k x its last run (or
- * las_starve_max_ms, if less), or any task that has waited las_starve_total_ms in all since its
- * submission, is promoted to queue 0 until it starts again, and that attempt is never
- * preempted (las_starve_reset: its service counts from the promotion instead, as in
- * Tiresias; las_max_preempt: a task preempted that many times is never preempted again): without this, a promoted long task runs its minimum, is preempted by the
- * next short one, waits, is promoted again, and so on (measured: hundreds of preemptions of
- * one job, docs/SCHEDULING.md). core->las_promote_next is the earliest such time;
- * only when it is due does a pass walk the live tasks to promote (O(live tasks) then).
+ * The history (las_mrl_factor): the services of the tasks that succeeded, in logarithmic bins;
+ * E[S - a | S > a] of a task that attained a is its expected residual service. A victim must
+ * have more than the waiter's (x the factor): one about to end is left alone, and where jobs
+ * are alike (service tells nothing about what is left) nothing is preempted — plain LAS there
+ * only time-shares and pays the lost work (ITP cluster09: 1.77x fifo's mean without it, 1.00x
+ * with). A waiter served beyond every task that ended preempts nothing (its residual is
+ * unbounded). No task's duration is known: only tasks that ended teach anything.
+ *
+ * Starvation, the defaults: a task that has waited las_starve_total_ms in all since its
+ * submission (time not running, across attempts) is promoted to queue 0 until it starts
+ * again; an attempt that starts after las_protect_wait_ms of waiting in all is protected — not
+ * a victim — for las_protect_ratio x that wait (0: its whole run), then preemptible again.
+ * Without the protection a long job is preempted again and again and its wait grows in many
+ * short pieces (no guard on one wait sees it); protected for its whole run, long jobs hold GPUs
+ * for days and the mean is lost (docs/BENCHMARKS.md). The first slice's guards stay as knobs:
+ * las_starve_k x the last run (or las_starve_max_ms, if less) promotes and protects the whole
+ * next attempt (las_protect_run_ms: only that long of it; las_starve_reset: the service counts
+ * from the promotion instead, as in Tiresias); las_max_preempt: a task preempted that many
+ * times is never preempted again. core->las_promote_next is the earliest promotion due; only
+ * when it is due does a pass walk the live tasks to promote (O(live tasks) then).
  *
  * Cost of a las pass: the ordinary pass (shapes skipped as above), plus for each shape that does
- * not fit, O(R log R) over the R running attempts (candidates sorted) and a scratch release of
- * each candidate; plus O(R) to compute the next wakeup (a threshold or a minimum run reached
- * while a task waits). A pass is not skipped when only the time changed (services grow). */
+ * not fit, O(R log R) over the R running attempts (candidates sorted; O(1) each for the
+ * history, whose suffix sums are recomputed, O(bins), at most once per task ended) and a
+ * scratch release of each candidate; plus O(R) to compute the next wakeup (a threshold, a
+ * minimum run or a protection ending while a task waits). A pass is not skipped when only the
+ * time changed (services grow). */
 #include <math.h> /* INFINITY */
 #include <stdlib.h>
 
@@ -180,7 +196,7 @@ void core_task_rekey(struct core *core, struct core_task *t)
     }
 }
 
-/* Promotes the queued tasks whose wait reached las_starve_k x their last run. */
+/* Promotes the queued tasks whose wait reached a guard's (las_promote_at). */
 void core_las_promote(struct core *core, core_time now)
 {
     if (core->las_promote_next > now)
@@ -223,25 +239,23 @@ void core_las_protect(const struct core *core, struct core_task *t, bool promote
 {
     const struct core_policy *policy = &core->policy;
     struct core_run *run = t->run;
-    /* A task the starvation guard promoted runs this attempt unpreempted: to its end, or for
-     * las_protect_run_ms of it. */
-    if (promoted && !policy->las_starve_reset) {
-        if (policy->las_protect_run_ms > 0)
-            run->protect_until = core_time_add(run->started, policy->las_protect_run_ms);
-        else
-            run->protect = true;
-    }
-    if (policy->las_max_preempt > 0 && t->preempted >= policy->las_max_preempt)
-        run->protect = true;
     int64_t waited = run->started - t->submit_time - t->run_total;
-    if (policy->las_protect_wait_ms > 0 && waited >= policy->las_protect_wait_ms)
+    /* Promoted (and not reset: Tiresias's promotion protects nothing), or waited
+     * las_protect_wait_ms in all: protected las_protect_run_ms (promoted), else
+     * las_protect_ratio x its wait (in proportion to what it made up for), else for its whole
+     * run. Preempted las_max_preempt times: its whole run. */
+    promoted = promoted && !policy->las_starve_reset;
+    bool guarded =
+        promoted || (policy->las_protect_wait_ms > 0 && waited >= policy->las_protect_wait_ms);
+    if (policy->las_max_preempt > 0 && t->preempted >= policy->las_max_preempt) {
         run->protect = true;
-    /* las_protect_ratio: for a time in proportion to the wait it made up for. */
-    if (run->protect && policy->las_protect_ratio > 0 &&
-        !(policy->las_max_preempt > 0 && t->preempted >= policy->las_max_preempt)) {
-        run->protect = false;
+    } else if (promoted && policy->las_protect_run_ms > 0) {
+        run->protect_until = core_time_add(run->started, policy->las_protect_run_ms);
+    } else if (guarded && policy->las_protect_ratio > 0) {
         double ms = policy->las_protect_ratio * (double)waited;
         run->protect_until = core_time_add(run->started, ms < 9e18 ? (int64_t)ms : INT64_MAX);
+    } else if (guarded) {
+        run->protect = true;
     }
 }
 
