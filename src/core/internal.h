@@ -30,7 +30,7 @@ struct core_run {
     size_t end_rank;
     bool preempting;              /* las asked it to stop (CORE_ACT_PREEMPT); still holds */
     bool protect;                 /* las: started promoted (starvation): never preempted */
-    core_time protect_until;      /* las: not preempted before (las_protect_run_ms) */
+    core_time protect_until;      /* las: not preempted before (a bounded protection) */
 };
 
 /* A user: what fair share and the limits need (core/users.c). Kept until core_free(), so a
