@@ -22,17 +22,25 @@ static const struct cmd_opt simulate_opts[] = {
     {"preempt-cost", 0, true, false, "las: work a preempted job loses (default 60s; 0 = none)"},
     {"las-thresholds", 0, true, false,
      "las: queue thresholds in GPU-hours, ascending, comma-separated (default 1,10)"},
-    {"las-starve", 0, true, false,
-     "las: promote a job that waited K x its last run (default 8; 0 = never)"},
     {"las-min-run", 0, true, false, "las: minimum run before a preemption (default 10m)"},
-    {"las-starve-reset", 0, false, false,
-     "las: a promotion restarts the job's attained service instead of protecting its run"},
+    {"las-mrl", 0, true, false,
+     "las: preempt only a job the finished ones say has F x the waiter's left (default 1)"},
+    {"las-protect-wait", 0, true, false,
+     "las: a job that has waited this long in all keeps its GPUs (default 12h; 0 = no)"},
+    {"las-protect-ratio", 0, true, false,
+     "las: a protected run is protected R x the job's wait (default 1; 0 = whole run)"},
     {"las-starve-total", 0, true, false,
-     "las: promote a job that has waited this long in all since its submission (default: no)"},
-    {"las-max-preempt", 0, true, false,
-     "las: a job preempted N times is not preempted again (default 0: no bound)"},
+     "las: promote a job that has waited this long in all (default 100h; 0 = no)"},
+    {"las-starve", 0, true, false,
+     "las: promote a job that waited K x its last run (default 0 = never)"},
     {"las-starve-max", 0, true, false,
      "las: promote a job that waited this long, if less than K x its last run (default: none)"},
+    {"las-starve-reset", 0, false, false,
+     "las: a promotion restarts the job's attained service instead of protecting its run"},
+    {"las-protect-run", 0, true, false,
+     "las: protect a promoted job's run only this long (default: see --las-protect-ratio)"},
+    {"las-max-preempt", 0, true, false,
+     "las: a job preempted N times is not preempted again (default 0: no bound)"},
     {"limits", 'l', true, false, "time limits jobs give: none (default), exact or xF"},
     {"whole-gpus", 0, false, false, "give a job that asks for a fraction of a GPU whole GPUs"},
     {"skip-bad-rows", 0, false, false, "count and skip rows that cannot be read"},
@@ -48,6 +56,8 @@ static const struct cmd_opt simulate_opts[] = {
     {"json", 0, false, false, "print the results as JSON"},
     {NULL, 0, false, false, NULL},
 };
+_Static_assert(sizeof simulate_opts / sizeof simulate_opts[0] <= CMD_MAX_OPTS + 1,
+               "drover simulate has at most CMD_MAX_OPTS options");
 
 static const char *const simulate_format_names[] = {"itp", "alibaba2023", "csv"};
 
@@ -255,70 +265,117 @@ static int simulate_users_opts(const struct cmd_entry *cmd, const struct cmd_arg
     return EXIT_OK;
 }
 
+/* A las knob's number >= 0 (at most 1e6) into *out; -1 after a usage error. */
+static int simulate_las_number(const struct cmd_entry *cmd, const char *flag, const char *text,
+                               double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || !(v >= 0 && v <= 1e6)) {
+        cmd_usage_error(cmd, "--%s \"%s\": expected a number >= 0", flag, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A las knob's duration into *out (unchanged when text is NULL); -1 after a usage error. */
+static int simulate_las_duration(const struct cmd_entry *cmd, const char *flag,
+                                 const char *text, int64_t *out)
+{
+    const char *why;
+    if (text == NULL || parse_duration(text, out, &why) == 0)
+        return 0;
+    cmd_usage_error(cmd, "--%s \"%s\": %s", flag, text, why);
+    return -1;
+}
+
+/* --las-thresholds: ascending GPU-hours into the policy's thresholds (GPU-seconds). */
+static int simulate_las_thresholds(const struct cmd_entry *cmd, const char *th,
+                                   struct core_policy *policy)
+{
+    int n = 0;
+    const char *p = th;
+    double last = 0;
+    while (*p != '\0') {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v > last) || v > 1e9 || n == CORE_LAS_MAX ||
+            (*end != ',' && *end != '\0'))
+            return cmd_usage_error(cmd, "--las-thresholds \"%s\": expected at most %d "
+                                        "ascending GPU-hours > 0, comma-separated",
+                                   th, CORE_LAS_MAX);
+        policy->las_threshold[n++] = v * 3600;
+        last = v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    policy->las_nthresholds = n;
+    return EXIT_OK;
+}
+
 /* --preempt-cost and the las knobs (only with --policy las). */
 static int simulate_las_opts(const struct cmd_entry *cmd, const struct cmd_args *args,
                              struct sim_config *config)
 {
+    static const char *const durations[] = {
+        "las-min-run", "las-starve-max", "las-starve-total", "las-protect-wait",
+        "las-protect-run",
+    };
+    static const char *const numbers[] = {
+        "las-starve", "las-mrl", "las-protect-ratio", "las-max-preempt",
+    };
+    static const char *const flags[] = {"las-thresholds", "las-starve-reset", "preempt-cost"};
+    struct core_policy *policy = &config->policy;
+    int64_t *duration_out[] = {
+        &policy->las_min_run_ms, &policy->las_starve_max_ms, &policy->las_starve_total_ms,
+        &policy->las_protect_wait_ms, &policy->las_protect_run_ms,
+    };
+    double *number_out[] = {&policy->las_starve_k, &policy->las_mrl_factor,
+                            &policy->las_protect_ratio, NULL};
     const char *cost = cmd_opt(cmd, args, "preempt-cost");
-    const char *th = cmd_opt(cmd, args, "las-thresholds");
-    const char *starve = cmd_opt(cmd, args, "las-starve");
-    const char *minrun = cmd_opt(cmd, args, "las-min-run");
-    const char *smax = cmd_opt(cmd, args, "las-starve-max");
-    bool reset = cmd_opt(cmd, args, "las-starve-reset") != NULL;
-    const char *maxp = cmd_opt(cmd, args, "las-max-preempt");
-    const char *stotal = cmd_opt(cmd, args, "las-starve-total");
     const char *why;
     config->preempt_cost_ms = 60000;
-    if (!config->policy.las) {
-        if (cost != NULL || th != NULL || starve != NULL || minrun != NULL || smax != NULL ||
-            reset || maxp != NULL || stotal != NULL)
-            return cmd_usage_error(cmd, "--preempt-cost and --las-* need --policy las");
-        return EXIT_OK;
+    if (!policy->las) {
+        bool any = false;
+        for (size_t i = 0; i < sizeof durations / sizeof *durations; i++)
+            any |= cmd_opt(cmd, args, durations[i]) != NULL;
+        for (size_t i = 0; i < sizeof numbers / sizeof *numbers; i++)
+            any |= cmd_opt(cmd, args, numbers[i]) != NULL;
+        for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+            any |= cmd_opt(cmd, args, flags[i]) != NULL;
+        return any ? cmd_usage_error(cmd, "--preempt-cost and --las-* need --policy las")
+                   : EXIT_OK;
     }
     if (cost != NULL && strcmp(cost, "0") == 0)
         config->preempt_cost_ms = 0;
     else if (cost != NULL && parse_duration(cost, &config->preempt_cost_ms, &why) < 0)
         return cmd_usage_error(cmd, "--preempt-cost \"%s\": %s", cost, why);
-    if (minrun != NULL && parse_duration(minrun, &config->policy.las_min_run_ms, &why) < 0)
-        return cmd_usage_error(cmd, "--las-min-run \"%s\": %s", minrun, why);
-    config->policy.las_starve_reset = reset;
-    if (maxp != NULL) {
-        long long n;
-        if (parse_int(maxp, 0, 1000000, &n, &why) < 0)
-            return cmd_usage_error(cmd, "--las-max-preempt \"%s\": %s", maxp, why);
-        config->policy.las_max_preempt = (int)n;
+    for (size_t i = 0; i < sizeof durations / sizeof *durations; i++) {
+        const char *text = cmd_opt(cmd, args, durations[i]);
+        /* "0" turns a knob off (parse_duration wants a unit). */
+        if (text != NULL && strcmp(text, "0") == 0)
+            *duration_out[i] = 0;
+        else if (simulate_las_duration(cmd, durations[i], text, duration_out[i]) < 0)
+            return EXIT_USAGE;
     }
-    if (stotal != NULL &&
-        parse_duration(stotal, &config->policy.las_starve_total_ms, &why) < 0)
-        return cmd_usage_error(cmd, "--las-starve-total \"%s\": %s", stotal, why);
-    if (smax != NULL && parse_duration(smax, &config->policy.las_starve_max_ms, &why) < 0)
-        return cmd_usage_error(cmd, "--las-starve-max \"%s\": %s", smax, why);
-    if (starve != NULL) {
-        char *end;
-        double k = strtod(starve, &end);
-        if (end == starve || *end != '\0' || !(k >= 0 && k <= 1e6))
-            return cmd_usage_error(cmd, "--las-starve \"%s\": expected a number >= 0", starve);
-        config->policy.las_starve_k = k;
+    for (size_t i = 0; i < sizeof numbers / sizeof *numbers; i++) {
+        const char *text = cmd_opt(cmd, args, numbers[i]);
+        double v;
+        if (text == NULL)
+            continue;
+        if (simulate_las_number(cmd, numbers[i], text, &v) < 0)
+            return EXIT_USAGE;
+        if (number_out[i] != NULL)
+            *number_out[i] = v;
+        else if (v != (int)v)
+            return cmd_usage_error(cmd, "--%s \"%s\": expected a whole number", numbers[i],
+                                   text);
+        else
+            policy->las_max_preempt = (int)v;
     }
-    if (th != NULL) {
-        int n = 0;
-        const char *p = th;
-        double last = 0;
-        while (*p != '\0') {
-            char *end;
-            double v = strtod(p, &end);
-            if (end == p || !(v > last) || v > 1e9 || n == CORE_LAS_MAX ||
-                (*end != ',' && *end != '\0'))
-                return cmd_usage_error(cmd, "--las-thresholds \"%s\": expected at most %d "
-                                            "ascending GPU-hours > 0, comma-separated",
-                                       th, CORE_LAS_MAX);
-            config->policy.las_threshold[n++] = v * 3600;
-            last = v;
-            p = *end == ',' ? end + 1 : end;
-        }
-        config->policy.las_nthresholds = n;
-    }
-    return EXIT_OK;
+    policy->las_starve_reset = cmd_opt(cmd, args, "las-starve-reset") != NULL;
+    const char *th = cmd_opt(cmd, args, "las-thresholds");
+    return th != NULL ? simulate_las_thresholds(cmd, th, policy) : EXIT_OK;
 }
 
 static int simulate_exec(const struct cmd_entry *cmd, struct cmd_args *args)
@@ -437,8 +494,9 @@ const struct cmd_entry cmd_simulate = {
     .name = "simulate",
     .usage = "simulate --trace FILE (--cluster NxG[:MEM] | --nodes FILE) [--format F] "
              "[--policy fifo|backfill|drover|las] [--preempt-cost D] [--las-thresholds H,H] "
-             "[--las-starve K] [--las-starve-max D] [--las-starve-reset] [--las-max-preempt N] "
-             "[--las-starve-total D] [--las-min-run D] [--limits none|exact|xF] "
+             "[--las-min-run D] [--las-mrl F] [--las-protect-wait D] [--las-protect-ratio R] "
+             "[--las-starve-total D] [--las-starve K] [--las-starve-max D] [--las-starve-reset] "
+             "[--las-protect-run D] [--las-max-preempt N] [--limits none|exact|xF] "
              "[--whole-gpus] "
              "[--skip-bad-rows] [--schedule-out FILE] [--why JOB] [--fair-share on|off] "
              "[--users N [--heavy-user-share F] [--seed S]] [--json]",

@@ -113,10 +113,8 @@ void core_attempt_start(struct core *core, struct core_task *t, const struct cor
     t->promoted = false;
     t->attempts++;
     core_attempt_track(core, t, pl, now);
-    /* las: a task the starvation guard promoted runs this attempt to its end, unpreempted. */
-    t->run->protect = (promoted && !core->policy.las_starve_reset) ||
-                      (core->policy.las_max_preempt > 0 &&
-                       t->preempted >= core->policy.las_max_preempt);
+    if (core->policy.las)
+        core_las_protect(core, t, promoted);
     struct core_action *act = core_emit(out, CORE_ACT_START, t->id);
     act->attempt = t->attempts;
     act->at = ready;
@@ -195,6 +193,8 @@ int core_attempt_exited(struct core *core, int64_t id, enum core_outcome outcome
     }
     switch (outcome) {
     case CORE_OUTCOME_SUCCESS:
+        if (core->policy.las)
+            core_las_ended(core, t);
         core_task_move(core, t, TASK_SUCCEEDED);
         core_emit_state(out, t->id, TASK_SUCCEEDED, CORE_REASON_SUCCEEDED, 0, 0);
         core_deps_ended(core, t, out);

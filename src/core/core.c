@@ -33,7 +33,15 @@ void core_policy_las(struct core_policy *policy)
     policy->las_threshold[0] = 3600;
     policy->las_threshold[1] = 36000;
     policy->las_min_run_ms = 10 * 60 * 1000;
-    policy->las_starve_k = 8;
+    /* The guard (docs/BENCHMARKS.md, "Preemptive least-attained-service"): no K; a task that
+     * waited 12 h in all keeps its GPUs for as long as it had waited, one that waited 100 h
+     * in all goes first; and nothing is preempted that the history expects to end sooner
+     * than the task that would take its place. */
+    policy->las_starve_k = 0;
+    policy->las_starve_total_ms = 100 * 3600 * 1000LL;
+    policy->las_protect_wait_ms = 12 * 3600 * 1000LL;
+    policy->las_protect_ratio = 1;
+    policy->las_mrl_factor = 1;
 }
 
 struct core *core_new(const struct core_policy *policy)
@@ -91,6 +99,7 @@ void core_free(struct core *core)
     free(core->restored);
     free(core->work);
     free(core->ends);
+    free(core->las_history);
     free(core);
 }
 

@@ -236,16 +236,19 @@ struct core_policy {
     bool slurm;
     enum core_spill { CORE_SPILL_NEVER, CORE_SPILL_UNFIT, CORE_SPILL_AFTER } spill;
     int64_t spill_after_ms;
-    /* Discretized 2D least-attained-service (core/sched.c, docs/SCHEDULING.md): a task's
+    /* Discretized 2D least-attained-service (core/las.c, docs/SCHEDULING.md): a task's
      * queue is the number of las_threshold[] (GPU-seconds, ascending) its attained service
      * (GPUs x seconds run, across attempts) has reached; the lowest queue first, then
      * priority, then ready time (aging is ignored). A pass skips what does not fit (no
      * head-of-line blocking, no reservation), and a task that does not fit may preempt
-     * preemptible tasks of a higher queue that have run las_min_run_ms in their attempt, the
-     * fewest whose release makes it fit. A waiting task that ran before is promoted to the
-     * first queue once it has waited las_starve_k x its last run (0: never), or
-     * las_starve_max_ms if that is less (0: no cap); a promoted task's next attempt is never
-     * preempted. Off: nothing of this (every other field's behaviour is unchanged). */
+     * preemptible tasks of a higher queue that have run las_min_run_ms in their attempt, are
+     * not protected and (las_mrl_factor) are expected to have more left than it, the fewest
+     * whose release makes it fit. Starvation guards: las_starve_total_ms, las_protect_wait_ms
+     * with las_protect_ratio (the defaults), and las_starve_k (the first slice's: a waiting
+     * task that ran before is promoted to the first queue once it has waited las_starve_k x
+     * its last run, or las_starve_max_ms if that is less; the promoted attempt is protected).
+     * core_policy_las() gives the defaults. Off: nothing of this (every other field's
+     * behaviour is unchanged). */
     bool las;
     int las_nthresholds;            /* queues = las_nthresholds + 1; at most CORE_LAS_MAX */
 #define CORE_LAS_MAX 7
@@ -263,6 +266,21 @@ struct core_policy {
     /* Promote a waiting task once it has waited this long in all since its submission (its
      * time not running, across attempts); 0 = not so. */
     int64_t las_starve_total_ms;
+    /* An attempt that starts after its task has waited this long in all since its submission
+     * (time not running, across attempts) is protected (see las_protect_ratio); it is not
+     * promoted for it, only stops losing its GPUs. 0 = not so. */
+    int64_t las_protect_wait_ms;
+    /* A promoted attempt is protected only for this long of its run, then preemptible again
+     * like any other (before las_protect_ratio); 0 = as las_protect_ratio says. */
+    int64_t las_protect_run_ms;
+    /* Preempt a running attempt only when its expected remaining service, from the services
+     * of the tasks that have succeeded so far (GPU-time; no task's duration is known), is
+     * more than las_mrl_factor x the waiter's: a victim about to end is left alone, and where
+     * service tells little about what remains (similar jobs), nothing is preempted. 0 = off. */
+    double las_mrl_factor;
+    /* A protected attempt (promoted, or las_protect_wait_ms) is protected only for this many
+     * times its task's total wait at its start, then preemptible again; 0 = its whole run. */
+    double las_protect_ratio;
 };
 
 /* The daemon's default: aging 60 s per point, backfill, best fit, scan bound 10000, fair share

@@ -30,6 +30,7 @@ struct core_run {
     size_t end_rank;
     bool preempting;              /* las asked it to stop (CORE_ACT_PREEMPT); still holds */
     bool protect;                 /* las: started promoted (starvation): never preempted */
+    core_time protect_until;      /* las: not preempted before (a bounded protection) */
 };
 
 /* A user: what fair share and the limits need (core/users.c). Kept until core_free(), so a
@@ -135,6 +136,7 @@ struct core {
     struct core_stats stats;
     core_time las_wakeup;         /* las: the next time a pass would act by the clock alone */
     core_time las_promote_next;   /* las: the earliest starvation promotion due (or later) */
+    struct core_las_history *las_history; /* las_mrl_factor: finished tasks' services */
     /* Backfill's "what is free at time T": a copy of place whose node i is current only when
      * scratch_stamp[i] == stamp (copied when first touched, so that a reservation costs what
      * it releases, not the size of the cluster). seen_stamp marks nodes a spanning head's
@@ -250,6 +252,10 @@ void core_las_preempt(struct core *core, const struct core_task *t, core_time no
                       struct core_actions *out);
 /* Promotes the queued tasks whose starvation guard is due (at the start of a pass). */
 void core_las_promote(struct core *core, core_time now);
+/* t succeeded: its attained service joins the history (las_mrl_factor). */
+void core_las_ended(struct core *core, const struct core_task *t);
+/* Sets t->run's protection as its attempt starts (promoted: a guard promoted it). */
+void core_las_protect(const struct core *core, struct core_task *t, bool promoted);
 /* Sets core->las_wakeup after a pass; wait_q: the lowest queue of a task that did not fit. */
 void core_las_wakeup(struct core *core, core_time now, int wait_q);
 

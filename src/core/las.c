@@ -2,7 +2,7 @@
  *
  * A task's attained service is GPUs x time run, over all its attempts (attempt.c keeps it at
  * every attempt's end; a running attempt adds its time so far). Its queue is how many of the
- * policy's thresholds that service has reached (a waiting task promoted by the starvation guard:
+ * policy's thresholds that service has reached (a waiting task promoted by a starvation guard:
  * queue 0). The ready queue's key (qprio) puts the lower queue first, then the priority; the
  * ready time orders within (FIFO), as for every policy.
  *
@@ -11,31 +11,120 @@
  * does not fit may preempt: the candidates are running attempts of preemptible tasks in a
  * strictly higher queue than its own that have run las_min_run_ms in this attempt (the
  * hysteresis: a demoted task keeps its GPUs for that long, and two tasks of one queue never
- * preempt each other); their release is tried in the scratch copy (as backfill's reservation
- * does), most-served first, node by node, and the node that lets the task fit with the fewest
- * releases (then the most-served) gives the victims. A spanning task releases most-served first
- * until whole nodes enough are free. Attempts already asked to stop are released first: when
- * they make room, nothing more is preempted. One preemption decision per request shape per
- * pass (the shape is then marked as not fitting, like any other): the driver reports the exits,
- * and the next pass starts the task and lets the next of its shape preempt.
+ * preempt each other), that are not protected (below), and — las_mrl_factor — that the history
+ * expects to have more left than the waiter; their release is tried in the scratch copy (as
+ * backfill's reservation does), most-served first, node by node, and the node that lets the
+ * task fit with the fewest releases (then the most-served) gives the victims. A spanning task
+ * releases most-served first until whole nodes enough are free. Attempts already asked to stop
+ * are released first: when they make room, nothing more is preempted. One preemption decision
+ * per request shape per pass (the shape is then marked as not fitting, like any other): the
+ * driver reports the exits, and the next pass starts the task and lets the next of its shape
+ * preempt.
  *
- * Starvation: a queued task that ran before and has waited las_starve_k x its last run (or
- * las_starve_max_ms, if less), or any task that has waited las_starve_total_ms in all since its
- * submission, is promoted to queue 0 until it starts again, and that attempt is never
- * preempted (las_starve_reset: its service counts from the promotion instead, as in
- * Tiresias; las_max_preempt: a task preempted that many times is never preempted again): without this, a promoted long task runs its minimum, is preempted by the
- * next short one, waits, is promoted again, and so on (measured: hundreds of preemptions of
- * one job, docs/SCHEDULING.md). core->las_promote_next is the earliest such time;
- * only when it is due does a pass walk the live tasks to promote (O(live tasks) then).
+ * The history (las_mrl_factor): the services of the tasks that succeeded, in logarithmic bins;
+ * E[S - a | S > a] of a task that attained a is its expected residual service. A victim must
+ * have more than the waiter's (x the factor): one about to end is left alone, and where jobs
+ * are alike (service tells nothing about what is left) nothing is preempted — plain LAS there
+ * only time-shares and pays the lost work (ITP cluster09: 1.77x fifo's mean without it, 1.00x
+ * with). A waiter served beyond every task that ended preempts nothing (its residual is
+ * unbounded). No task's duration is known: only tasks that ended teach anything.
+ *
+ * Starvation, the defaults: a task that has waited las_starve_total_ms in all since its
+ * submission (time not running, across attempts) is promoted to queue 0 until it starts
+ * again; an attempt that starts after las_protect_wait_ms of waiting in all is protected — not
+ * a victim — for las_protect_ratio x that wait (0: its whole run), then preemptible again.
+ * Without the protection a long job is preempted again and again and its wait grows in many
+ * short pieces (no guard on one wait sees it); protected for its whole run, long jobs hold GPUs
+ * for days and the mean is lost (docs/BENCHMARKS.md). The first slice's guards stay as knobs:
+ * las_starve_k x the last run (or las_starve_max_ms, if less) promotes and protects the whole
+ * next attempt (las_protect_run_ms: only that long of it; las_starve_reset: the service counts
+ * from the promotion instead, as in Tiresias); las_max_preempt: a task preempted that many
+ * times is never preempted again. core->las_promote_next is the earliest promotion due; only
+ * when it is due does a pass walk the live tasks to promote (O(live tasks) then).
  *
  * Cost of a las pass: the ordinary pass (shapes skipped as above), plus for each shape that does
- * not fit, O(R log R) over the R running attempts (candidates sorted) and a scratch release of
- * each candidate; plus O(R) to compute the next wakeup (a threshold or a minimum run reached
- * while a task waits). A pass is not skipped when only the time changed (services grow). */
+ * not fit, O(R log R) over the R running attempts (candidates sorted; O(1) each for the
+ * history, whose suffix sums are recomputed, O(bins), at most once per task ended) and a
+ * scratch release of each candidate; plus O(R) to compute the next wakeup (a threshold, a
+ * minimum run or a protection ending while a task waits). A pass is not skipped when only the
+ * time changed (services grow). */
+#include <math.h> /* INFINITY */
 #include <stdlib.h>
 
 #include "core/internal.h"
 #include "core/mem.h"
+
+/* ---- the history of services (las_mrl_factor) ----------------------------------------------
+ *
+ * The services of the tasks that succeeded, in logarithmic bins (LAS_BINS_PER_OCTAVE a
+ * doubling, from 1 GPU-second), with each bin's count and sum: the mean residual service of a
+ * task that has attained a, E[S - a | S > a], is read from the bins above a's (suffix sums,
+ * recomputed at most once per change). O(LAS_BINS) memory and per recomputation, O(1) a query. */
+#define LAS_BINS_PER_OCTAVE 8
+#define LAS_BINS (40 * LAS_BINS_PER_OCTAVE)
+/* Below this many finished tasks the history says nothing and every preemption is allowed. */
+#define LAS_HISTORY_MIN 20
+
+struct core_las_history {
+    uint64_t n;
+    bool dirty;
+    double count[LAS_BINS], sum[LAS_BINS];
+    double above_count[LAS_BINS + 1], above_sum[LAS_BINS + 1]; /* bins >= i */
+};
+
+static int las_bin(double ms)
+{
+    /* 2^(k / 8), k = 0..7: the bins within an octave (no libm in core/). */
+    static const double step[LAS_BINS_PER_OCTAVE] = {
+        1.0, 1.0905077326652577, 1.189207115002721, 1.2968395546510096,
+        1.4142135623730951, 1.5422108254079407, 1.6817928305074290, 1.8340080864093424,
+    };
+    if (!(ms >= 1000))
+        return 0;
+    double x = ms / 1000;
+    int octave = 0;
+    while (x >= 2 && octave < LAS_BINS / LAS_BINS_PER_OCTAVE) {
+        x /= 2;
+        octave++;
+    }
+    int k = LAS_BINS_PER_OCTAVE - 1;
+    while (k > 0 && x < step[k])
+        k--;
+    int b = 1 + octave * LAS_BINS_PER_OCTAVE + k;
+    return b >= LAS_BINS ? LAS_BINS - 1 : b;
+}
+
+void core_las_ended(struct core *core, const struct core_task *t)
+{
+    if (core->policy.las_mrl_factor <= 0)
+        return;
+    if (core->las_history == NULL)
+        core->las_history = core_xcalloc(1, sizeof *core->las_history);
+    struct core_las_history *h = core->las_history;
+    int b = las_bin(t->service);
+    h->count[b]++;
+    h->sum[b] += t->service;
+    h->n++;
+    h->dirty = true;
+}
+
+/* E[S - a | S > a] over the history (S beyond a's bin), or INFINITY where no task that ended
+ * had more (a task served beyond all of them may have any amount left). */
+static double las_residual(struct core_las_history *h, double a)
+{
+    if (h->dirty) {
+        h->above_count[LAS_BINS] = h->above_sum[LAS_BINS] = 0;
+        for (int i = LAS_BINS - 1; i >= 0; i--) {
+            h->above_count[i] = h->above_count[i + 1] + h->count[i];
+            h->above_sum[i] = h->above_sum[i + 1] + h->sum[i];
+        }
+        h->dirty = false;
+    }
+    int b = las_bin(a) + 1;
+    if (b >= LAS_BINS || h->above_count[b] == 0)
+        return INFINITY;
+    return h->above_sum[b] / h->above_count[b] - a;
+}
 
 double core_las_gpus(const struct core_task *t)
 {
@@ -107,7 +196,7 @@ void core_task_rekey(struct core *core, struct core_task *t)
     }
 }
 
-/* Promotes the queued tasks whose wait reached las_starve_k x their last run. */
+/* Promotes the queued tasks whose wait reached a guard's (las_promote_at). */
 void core_las_promote(struct core *core, core_time now)
 {
     if (core->las_promote_next > now)
@@ -144,6 +233,30 @@ void core_las_promote(struct core *core, core_time now)
         core->version++;
     }
     free(due);
+}
+
+void core_las_protect(const struct core *core, struct core_task *t, bool promoted)
+{
+    const struct core_policy *policy = &core->policy;
+    struct core_run *run = t->run;
+    int64_t waited = run->started - t->submit_time - t->run_total;
+    /* Promoted (and not reset: Tiresias's promotion protects nothing), or waited
+     * las_protect_wait_ms in all: protected las_protect_run_ms (promoted), else
+     * las_protect_ratio x its wait (in proportion to what it made up for), else for its whole
+     * run. Preempted las_max_preempt times: its whole run. */
+    promoted = promoted && !policy->las_starve_reset;
+    bool guarded =
+        promoted || (policy->las_protect_wait_ms > 0 && waited >= policy->las_protect_wait_ms);
+    if (policy->las_max_preempt > 0 && t->preempted >= policy->las_max_preempt) {
+        run->protect = true;
+    } else if (promoted && policy->las_protect_run_ms > 0) {
+        run->protect_until = core_time_add(run->started, policy->las_protect_run_ms);
+    } else if (guarded && policy->las_protect_ratio > 0) {
+        double ms = policy->las_protect_ratio * (double)waited;
+        run->protect_until = core_time_add(run->started, ms < 9e18 ? (int64_t)ms : INT64_MAX);
+    } else if (guarded) {
+        run->protect = true;
+    }
 }
 
 struct las_cand {
@@ -186,20 +299,29 @@ static void las_emit(struct core *core, struct core_run *run, struct core_action
     core->stats.preemptions++;
 }
 
-/* t fits nowhere now: asks preemptible attempts of higher queues to stop if that makes room. */
 /* The attempts t may preempt now, most-served first, into cand[]; returns how many. */
 static size_t las_candidates(struct core *core, const struct core_task *t, core_time now,
                              struct las_cand *cand)
 {
     int qt = core_las_queue(core, t, now);
+    /* las_mrl_factor: the least service a victim must be expected to have left (INFINITY
+     * when t has attained more than any task that ended: then t preempts nothing, promoted
+     * or not; it starts as GPUs free up). */
+    double least = 0;
+    struct core_las_history *h = core->las_history;
+    if (core->policy.las_mrl_factor > 0 && h != NULL && h->n >= LAS_HISTORY_MIN)
+        least = core->policy.las_mrl_factor * las_residual(h, las_service(t, now));
     size_t n = 0;
     for (struct core_run *run = core->running; run != NULL; run = run->next) {
         struct core_task *v = run->task;
         if (run->preempting || run->protect || !run->claimed || !v->preemptible ||
             v->state != TASK_RUNNING || now - run->started < core->policy.las_min_run_ms ||
-            core_las_queue(core, v, now) <= qt)
+            now < run->protect_until || core_las_queue(core, v, now) <= qt)
             continue;
-        cand[n++] = (struct las_cand){.run = run, .service = las_service(v, now)};
+        double service = las_service(v, now);
+        if (least > 0 && !(las_residual(h, service) > least))
+            continue;
+        cand[n++] = (struct las_cand){.run = run, .service = service};
     }
     qsort(cand, n, sizeof *cand, las_cmp_cand);
     return n;
@@ -291,6 +413,8 @@ void core_las_wakeup(struct core *core, core_time now, int wait_q)
             core_time at;
             if (core_las_queue(core, v, now) > wait_q) {
                 at = core_time_add(run->started, core->policy.las_min_run_ms);
+                if (run->protect_until > at)
+                    at = run->protect_until;
             } else if (wait_q < core->policy.las_nthresholds) {
                 /* The first ms at which its service reaches the threshold (a ceiling). */
                 double ms = (core->policy.las_threshold[wait_q] * 1000 -
@@ -302,6 +426,8 @@ void core_las_wakeup(struct core *core, core_time now, int wait_q)
                 core_time minrun = core_time_add(run->started, core->policy.las_min_run_ms);
                 if (minrun > at)
                     at = minrun;
+                if (run->protect_until > at)
+                    at = run->protect_until;
             } else {
                 continue;
             }

@@ -7,7 +7,8 @@
  * verdict — array or user limit, no room for its shape (then what is where, GPU by GPU on a
  * node), kept for the head's reservation, behind the head in strict order, past the scan bound,
  * or nothing (the next pass starts it). One look answers for every task asked about: O(queue)
- * in all. Nothing is stored per pass. */
+ * in all. Nothing is stored per pass. With las, a task's place in the queues follows its reason
+ * (why_las). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,6 +288,36 @@ static bool why_alone(const struct core *core, const struct core_task *t, struct
     return false;
 }
 
+/* ---- las ------------------------------------------------------------------------------------
+ * With las, where a task stands in the queues, after its reason: a queued one its queue and
+ * attained service, whether the starvation guard promoted it and how often it was preempted;
+ * a running one asked to yield says so (its wait stays CORE_WAIT_NONE). */
+static void why_las(const struct core *core, const struct core_task *t, core_time now,
+                    struct core_why *w)
+{
+    size_t off = strlen(w->text), len = sizeof w->text;
+    const char *sep = off > 0 ? "; " : "";
+    if (t->run != NULL) {
+        if (t->run->preempting)
+            why_add(w->text, len, &off, "%sasked to yield its GPUs (las: preempted for a task "
+                    "of a lower queue; it is queued again when it exits)", sep);
+        return;
+    }
+    if (t->state != TASK_QUEUED || t->backend != CORE_BACKEND_LOCAL)
+        return;
+    why_add(w->text, len, &off, "%slas queue %d of %d: %.1f GPU-hours attained", sep,
+            core_las_queue(core, t, now) + 1, core->policy.las_nthresholds + 1,
+            core_task_service(core, t->id, now) / 3600);
+    if (t->promoted) {
+        int64_t waited = now - t->submit_time - t->run_total;
+        why_add(w->text, len, &off, ", promoted: starved (%.1f hours waited in all)",
+                waited > 0 ? (double)waited / 3600000 : 0.0);
+    }
+    if (t->preempted > 0)
+        why_add(w->text, len, &off, ", preempted %d time%s", t->preempted,
+                t->preempted == 1 ? "" : "s");
+}
+
 static int why_cmp(const void *a, const void *b)
 {
     int64_t x = ((const struct why_key *)a)->id, y = ((const struct why_key *)b)->id;
@@ -335,6 +366,11 @@ void core_why(struct core *core, const int64_t *ids, size_t n, core_time now,
         }
     }
     free(keys);
+    for (size_t i = 0; i < n && core->policy.las; i++) {
+        const struct core_task *t = core_task_get(core, ids[i]);
+        if (t != NULL)
+            why_las(core, t, now, &out[i]);
+    }
 }
 
 int core_task_why(struct core *core, int64_t id, char *why, size_t len)

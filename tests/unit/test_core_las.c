@@ -3,7 +3,8 @@
  * (CORE_ACT_PREEMPT, then CORE_OUTCOME_PREEMPTED: queued again, no retry used, service kept),
  * the choice of victims (never a non-preemptible task, only what frees a fitting placement, the
  * fewest, then the most-served), the minimum run, the hysteresis between queues, the starvation
- * guard and core_next_wakeup. */
+ * guards (K x the last run, the total wait, the protected attempts and how long they last), the
+ * history's residual service (las_mrl_factor) and core_next_wakeup. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -18,7 +19,8 @@
 #define S 1000LL
 #define H (3600 * S)
 
-/* las with 1 and 10 GPU-hour thresholds, a 10-minute minimum run, K = 8. */
+/* las's defaults: 1 and 10 GPU-hour thresholds, a 10-minute minimum run, no K guard, 100 h of
+ * waiting in all promotes, 12 h protects for as long again, the history's residual service. */
 static struct core_policy las_policy(void)
 {
     struct core_policy policy = core_policy_default();
@@ -26,6 +28,18 @@ static struct core_policy las_policy(void)
     policy.fair_share = false;
     policy.best_fit = false;
     core_policy_las(&policy);
+    return policy;
+}
+
+/* The first slice's guard alone: K = 8 x the last run, the promoted attempt never preempted. */
+static struct core_policy las_k8_policy(void)
+{
+    struct core_policy policy = las_policy();
+    policy.las_starve_k = 8;
+    policy.las_starve_total_ms = 0;
+    policy.las_protect_wait_ms = 0;
+    policy.las_protect_ratio = 0;
+    policy.las_mrl_factor = 0;
     return policy;
 }
 
@@ -326,7 +340,8 @@ static void test_span(void **state)
 static void test_starvation(void **state)
 {
     struct fixture f;
-    setup(&f, 1);
+    struct core_policy policy = las_k8_policy();
+    fixture_setup(&f, 1, 0, &policy);
     submit(&f, 1, 1, true, 0, 0);
     pass(&f, 0);
     submit(&f, 2, 1, true, 0, 2 * H);
@@ -347,7 +362,7 @@ static void test_starvation(void **state)
     teardown(&f);
 
     /* The guard alone: 2 is not preemptible, so 1 waits, and is promoted at 18h. */
-    setup(&f, 1);
+    fixture_setup(&f, 1, 0, &policy);
     submit(&f, 1, 1, true, 0, 0);
     pass(&f, 0);
     submit(&f, 2, 1, false, 0, 2 * H);
@@ -370,7 +385,7 @@ static void test_starvation(void **state)
 static void test_promoted_protected(void **state)
 {
     struct fixture f;
-    struct core_policy policy = las_policy();
+    struct core_policy policy = las_k8_policy();
     policy.las_nthresholds = 1; /* two queues: split at 1 GPU-hour */
     fixture_setup(&f, 1, 0, &policy);
     submit(&f, 1, 1, true, 0, 0);
@@ -442,6 +457,150 @@ static void test_starve_total(void **state)
     teardown(&f);
 }
 
+/* las_protect_wait_ms and las_protect_ratio: an attempt that starts after its task waited 12 h
+ * in all keeps its GPUs for as long as that wait (the wakeup names the end), then is
+ * preemptible again; with the ratio 0, for its whole run. */
+static void test_protect_wait(void **state)
+{
+    for (int whole = 0; whole <= 1; whole++) {
+        struct fixture f;
+        struct core_policy policy = las_policy();
+        if (whole)
+            policy.las_protect_ratio = 0;
+        fixture_setup(&f, 1, 0, &policy);
+        submit(&f, 1, 1, true, 0, 0);
+        pass(&f, 0);
+        /* 2 (not preemptible) takes the GPU at 2h and runs to 20h: 1 waits 18 h. */
+        submit(&f, 2, 1, false, 0, 2 * H);
+        pass(&f, 2 * H);
+        assert_started(preempted(&f), (int64_t[]){1, 0});
+        exit_preempted(&f, 1, 2 * H);
+        assert_started(pass(&f, 2 * H), (int64_t[]){2, 0});
+        core_actions_clear(&f.out);
+        core_attempt_exited(f.core, 2, CORE_OUTCOME_SUCCESS, 20 * H, &f.out);
+        assert_started(pass(&f, 20 * H), (int64_t[]){1, 0});
+        /* 3 (queue 0) finds 1 (queue 2 soon) protected until 20h + 18h. */
+        submit(&f, 3, 1, true, 0, 21 * H);
+        assert_started(pass(&f, 21 * H), (int64_t[]){0});
+        assert_started(preempted(&f), (int64_t[]){0});
+        /* Whole: nothing by the clock but the earliest promotion check core noted (1's at
+         * 100 h from its submission; it may come early, never late). */
+        assert_int_equal(core_next_wakeup(f.core), whole ? 100 * H : 38 * H);
+        assert_started(pass(&f, 38 * H - 1), (int64_t[]){0});
+        assert_started(preempted(&f), (int64_t[]){0});
+        pass(&f, 38 * H);
+        if (whole)
+            assert_started(preempted(&f), (int64_t[]){0});
+        else
+            assert_started(preempted(&f), (int64_t[]){1, 0});
+        teardown(&f);
+    }
+}
+
+/* las_protect_run_ms: a promoted attempt is protected only that long. */
+static void test_protect_run(void **state)
+{
+    struct fixture f;
+    struct core_policy policy = las_k8_policy();
+    policy.las_nthresholds = 1;
+    policy.las_protect_run_ms = 3 * H;
+    fixture_setup(&f, 1, 0, &policy);
+    submit(&f, 1, 1, true, 0, 0);
+    pass(&f, 0);
+    submit(&f, 2, 1, true, 0, 2 * H);
+    pass(&f, 2 * H);
+    exit_preempted(&f, 1, 2 * H);
+    pass(&f, 2 * H);
+    /* 1 is promoted at 18h (8 x its 2-hour run) and preempts 2; its attempt starts then. */
+    pass(&f, 18 * H);
+    assert_started(preempted(&f), (int64_t[]){2, 0});
+    exit_preempted(&f, 2, 18 * H);
+    assert_started(pass(&f, 18 * H), (int64_t[]){1, 0});
+    submit(&f, 3, 1, true, 0, 19 * H);
+    assert_started(pass(&f, 19 * H), (int64_t[]){0});
+    assert_started(preempted(&f), (int64_t[]){0});
+    assert_int_equal(core_next_wakeup(f.core), 21 * H);
+    pass(&f, 21 * H);
+    assert_started(preempted(&f), (int64_t[]){1, 0});
+    teardown(&f);
+}
+
+/* Runs n tasks one after another on the (single, free) GPU from *now, task i for ms[i % nms];
+ * each succeeds, so its service joins las's history. */
+static void run_history(struct fixture *f, int64_t first_id, int n, const int64_t *ms, int nms,
+                        core_time *now)
+{
+    for (int i = 0; i < n; i++) {
+        submit(f, first_id + i, 1, false, 0, *now);
+        assert_started(pass(f, *now), (int64_t[]){first_id + i, 0});
+        *now += ms[i % nms];
+        core_actions_clear(&f->out);
+        assert_int_equal(core_attempt_exited(f->core, first_id + i, CORE_OUTCOME_SUCCESS, *now,
+                                             &f->out), 0);
+    }
+}
+
+/* las_mrl_factor: with a history of similar tasks (all 2 GPU-hours), a task served 1.5 GPU-hours
+ * is expected to end within half an hour, sooner than a new one: it is not preempted. With a
+ * heavy-tailed history (0.1 or 100 GPU-hours), it is expected to run about 98 more: it is. */
+static void test_mrl(void **state)
+{
+    for (int heavy = 0; heavy <= 1; heavy++) {
+        struct fixture f;
+        struct core_policy policy = las_policy();
+        fixture_setup(&f, 1, 0, &policy);
+        core_time now = 0;
+        run_history(&f, 100, 20, heavy ? (int64_t[]){H / 10, 100 * H} : (int64_t[]){2 * H},
+                    heavy ? 2 : 1, &now);
+        submit(&f, 1, 1, true, 0, now);
+        assert_started(pass(&f, now), (int64_t[]){1, 0});
+        submit(&f, 2, 1, true, 0, now + 3 * H / 2);
+        assert_started(pass(&f, now + 3 * H / 2), (int64_t[]){0});
+        if (heavy)
+            assert_started(preempted(&f), (int64_t[]){1, 0});
+        else
+            assert_started(preempted(&f), (int64_t[]){0});
+        teardown(&f);
+    }
+}
+
+/* las_mrl_factor at the history's edge: a victim served beyond every task that ended may have
+ * anything left (it is preempted); a waiter served beyond them preempts nothing, even
+ * promoted (it starts as GPUs free up). Below 20 tasks ended, the history says nothing. */
+static void test_mrl_edges(void **state)
+{
+    struct fixture f;
+    struct core_policy policy = las_policy();
+    fixture_setup(&f, 1, 0, &policy);
+    core_time now = 0;
+    run_history(&f, 100, 20, (int64_t[]){2 * H}, 1, &now);
+    /* 1 runs 3 hours (beyond every 2-hour task): 2 preempts it. */
+    submit(&f, 1, 1, true, 0, now);
+    pass(&f, now);
+    submit(&f, 2, 1, true, 0, now + 3 * H);
+    pass(&f, now + 3 * H);
+    assert_started(preempted(&f), (int64_t[]){1, 0});
+    exit_preempted(&f, 1, now + 3 * H);
+    assert_started(pass(&f, now + 3 * H), (int64_t[]){2, 0});
+    /* 2 runs on; 1 waits 100 h in all and is promoted, but preempts nothing. */
+    now += 3 * H + 101 * H;
+    pass(&f, now);
+    assert_int_equal(core_task_las_queue(f.core, 1, now), 0);
+    assert_started(preempted(&f), (int64_t[]){0});
+    teardown(&f);
+
+    /* 19 tasks ended: every preemption allowed, as without the rule. */
+    fixture_setup(&f, 1, 0, &policy);
+    now = 0;
+    run_history(&f, 100, 19, (int64_t[]){2 * H}, 1, &now);
+    submit(&f, 1, 1, true, 0, now);
+    pass(&f, now);
+    submit(&f, 2, 1, true, 0, now + 3 * H / 2);
+    pass(&f, now + 3 * H / 2);
+    assert_started(preempted(&f), (int64_t[]){1, 0});
+    teardown(&f);
+}
+
 /* Off by default: the daemon's policy never preempts, however served the running task. */
 static void test_off_by_default(void **state)
 {
@@ -474,6 +633,10 @@ int main(void)
         cmocka_unit_test(test_promoted_protected),
         cmocka_unit_test(test_max_preempt),
         cmocka_unit_test(test_starve_total),
+        cmocka_unit_test(test_protect_wait),
+        cmocka_unit_test(test_protect_run),
+        cmocka_unit_test(test_mrl),
+        cmocka_unit_test(test_mrl_edges),
         cmocka_unit_test(test_off_by_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
