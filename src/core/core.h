@@ -526,6 +526,10 @@ int core_task_attempts(const struct core *core, int64_t id);
 double core_task_service(const struct core *core, int64_t id, core_time now);
 /* Its las queue as a pass would see it now (0 = first), or -1 (not live, or las is off). */
 int core_task_las_queue(const struct core *core, int64_t id, core_time now);
+/* las (las_mrl_factor) learns what finished tasks attained: the driver gives it those that
+ * succeeded before it started (GPU-ms each), e.g. from its store after a restart. Nothing when
+ * las or the rule is off. */
+void core_las_learn(struct core *core, double service);
 /* The las defaults, for a driver that turns las on: thresholds, minimum run, starvation. */
 void core_policy_las(struct core_policy *policy);
 /* Counts of live tasks by state (array of TASK_NSTATES). */

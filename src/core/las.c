@@ -94,18 +94,23 @@ static int las_bin(double ms)
     return b >= LAS_BINS ? LAS_BINS - 1 : b;
 }
 
-void core_las_ended(struct core *core, const struct core_task *t)
+void core_las_learn(struct core *core, double service)
 {
-    if (core->policy.las_mrl_factor <= 0)
+    if (!core->policy.las || core->policy.las_mrl_factor <= 0 || !(service >= 0))
         return;
     if (core->las_history == NULL)
         core->las_history = core_xcalloc(1, sizeof *core->las_history);
     struct core_las_history *h = core->las_history;
-    int b = las_bin(t->service);
+    int b = las_bin(service);
     h->count[b]++;
-    h->sum[b] += t->service;
+    h->sum[b] += service;
     h->n++;
     h->dirty = true;
+}
+
+void core_las_ended(struct core *core, const struct core_task *t)
+{
+    core_las_learn(core, t->service);
 }
 
 /* E[S - a | S > a] over the history (S beyond a's bin), or INFINITY where no task that ended

@@ -387,6 +387,12 @@ static void restore_one(void *arg, int64_t id, enum task_state state, core_time 
     free(deps);
 }
 
+/* las's history of finished tasks (core_las_learn), from the store. */
+static void restore_service(void *arg, double service_ms)
+{
+    core_las_learn(arg, service_ms);
+}
+
 int daemon_restore(struct daemon *d, char **err)
 {
     struct restore_ctx ctx = {.d = d};
@@ -401,6 +407,10 @@ int daemon_restore(struct daemon *d, char **err)
         return -1;
     }
     daemon_request_restore_usage(d);
+    if (d->cfg.las &&
+        store_each_service(d->store, DAEMON_LAS_HISTORY, restore_service, d->core) < 0)
+        fprintf(stderr, "drover daemon: cannot read what finished tasks attained: %s (las"
+                        " learns from nothing)\n", store_error(d->store));
     core_restore_done(d->core, daemon_now(), &d->acts);
     size_t adopted = 0;
     for (struct run *r = d->runs; r; r = r->next)

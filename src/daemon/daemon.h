@@ -146,6 +146,9 @@ int daemon_main(int argc, char **argv);
 /* The loop's priorities (libevent: lower runs first). Everything is at the default, 1, but the
  * HTTP connections, at DAEMON_PRIO_HTTP: when the socket and HTTP both have work, the socket's
  * is done first, and the loop looks again after each HTTP callback (main.c). */
+/* How many of the last tasks that succeeded las learns from at a restart (core_las_learn). */
+#define DAEMON_LAS_HISTORY 10000
+
 #define DAEMON_PRIOS 3
 #define DAEMON_PRIO_HTTP 2
 

@@ -124,6 +124,11 @@ int store_each_live(struct store *st, store_live_fn fn, void *arg);
 typedef void (*store_usage_fn)(void *arg, uint32_t uid, double gpu_seconds, core_time end);
 int store_each_usage(struct store *st, core_time since, store_usage_fn fn, void *arg);
 
+/* Calls fn with the attained service (GPU-ms: GPUs × the time of its attempts) of each of the
+ * last `limit` tasks that succeeded, latest first: what las learns from (core_las_learn). */
+typedef void (*store_service_fn)(void *arg, double service_ms);
+int store_each_service(struct store *st, int limit, store_service_fn fn, void *arg);
+
 /* Tasks that depend (after-OK) on id and are upstream_failed: for drover retry. *ids is
  * malloc'd. */
 int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids, size_t *n);

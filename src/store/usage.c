@@ -27,3 +27,23 @@ int store_each_usage(struct store *st, core_time since, store_usage_fn fn, void 
     sqlite3_finalize(s);
     return rc == SQLITE_DONE ? 0 : -1;
 }
+
+int store_each_service(struct store *st, int limit, store_service_fn fn, void *arg)
+{
+    /* The last `limit` tasks that succeeded: GPUs asked for × the time of their attempts, as
+     * core counts a task's attained service (las). */
+    sqlite3_stmt *s = STORE_QUERY(st,
+                                  "SELECT t.gpus * (SELECT ifnull(sum(a.end_ms - a.start_ms), 0)"
+                                  " FROM attempts a"
+                                  " WHERE a.task_id = t.id AND a.end_ms > a.start_ms)"
+                                  " FROM tasks t WHERE t.state = 'succeeded'"
+                                  " ORDER BY t.end_time DESC LIMIT ?1",
+                                  STORE_INT(limit));
+    if (s == NULL)
+        return -1;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        fn(arg, (double)sqlite3_column_int64(s, 0));
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? 0 : -1;
+}

@@ -601,6 +601,41 @@ static void test_mrl_edges(void **state)
     teardown(&f);
 }
 
+/* core_las_learn (what the daemon reads from its store after a restart) is a history like the
+ * tasks that ended in this core: 20 similar 2-GPU-hour tasks leave a task served 1.5 GPU-hours
+ * alone; 19 say nothing; with the rule off, learning is nothing. */
+static void test_mrl_learned(void **state)
+{
+    for (int n = 19; n <= 20; n++) {
+        struct fixture f;
+        struct core_policy policy = las_policy();
+        fixture_setup(&f, 1, 0, &policy);
+        for (int i = 0; i < n; i++)
+            core_las_learn(f.core, (double)(2 * H));
+        submit(&f, 1, 1, true, 0, 0);
+        assert_started(pass(&f, 0), (int64_t[]){1, 0});
+        submit(&f, 2, 1, true, 0, 3 * H / 2);
+        pass(&f, 3 * H / 2);
+        if (n == 20)
+            assert_started(preempted(&f), (int64_t[]){0});
+        else
+            assert_started(preempted(&f), (int64_t[]){1, 0});
+        teardown(&f);
+    }
+    struct fixture f;
+    struct core_policy policy = las_policy();
+    policy.las_mrl_factor = 0;
+    fixture_setup(&f, 1, 0, &policy);
+    for (int i = 0; i < 50; i++)
+        core_las_learn(f.core, (double)(2 * H));
+    submit(&f, 1, 1, true, 0, 0);
+    pass(&f, 0);
+    submit(&f, 2, 1, true, 0, 3 * H / 2);
+    pass(&f, 3 * H / 2);
+    assert_started(preempted(&f), (int64_t[]){1, 0});
+    teardown(&f);
+}
+
 /* Off by default: the daemon's policy never preempts, however served the running task. */
 static void test_off_by_default(void **state)
 {
@@ -637,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_protect_run),
         cmocka_unit_test(test_mrl),
         cmocka_unit_test(test_mrl_edges),
+        cmocka_unit_test(test_mrl_learned),
         cmocka_unit_test(test_off_by_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

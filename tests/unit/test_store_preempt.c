@@ -117,11 +117,44 @@ static void test_overruns_and_retry_budget(void **state)
     json_decref(list);
 }
 
+static void learn(void *arg, double service_ms)
+{
+    json_array_append_new(arg, json_real(service_ms));
+}
+
+/* What las learns at a restart: the services of the tasks that succeeded, latest first. */
+static void test_services_of_succeeded(void **state)
+{
+    struct store *st = ((struct store_fixture *)*state)->st;
+    int64_t a = add_task(st, 2, 0, 0), b = add_task(st, 1, 0, 0), c = add_task(st, 4, 0, 0);
+    add_attempt(st, a, 1, 1000, 11000); /* 2 x 10 s */
+    add_attempt(st, a, 2, 20000, 25000); /* + 2 x 5 s */
+    add_attempt(st, b, 1, 1000, 4000);  /* 1 x 3 s */
+    add_attempt(st, c, 1, 1000, 0);     /* running: not succeeded */
+    struct core_action done = {.type = CORE_ACT_STATE, .state = TASK_SUCCEEDED};
+    store_begin(st);
+    done.task = a;
+    assert_int_equal(store_set_state(st, &done, NULL, 30000), 0);
+    done.task = b;
+    assert_int_equal(store_set_state(st, &done, NULL, 40000), 0);
+    assert_int_equal(store_commit(st), 0);
+    json_t *got = json_array();
+    assert_int_equal(store_each_service(st, 10, learn, got), 0);
+    assert_int_equal(json_array_size(got), 2);
+    assert_true(json_real_value(json_array_get(got, 0)) == 3000);  /* b, the latest */
+    assert_true(json_real_value(json_array_get(got, 1)) == 30000); /* a */
+    json_array_clear(got);
+    assert_int_equal(store_each_service(st, 1, learn, got), 0);
+    assert_int_equal(json_array_size(got), 1);
+    json_decref(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_preemptible_and_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overruns_and_retry_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_services_of_succeeded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
