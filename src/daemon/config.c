@@ -91,9 +91,18 @@ static const struct config_key config_keys[] = {
      "las: the queues' bounds in GPU-hours of attained service, ascending (default: las's, 1,10)"},
     {"las-min-run", CONFIG_STRING, OFF(las_min_run), NULL,
      "las: a task runs this long before it may be preempted (default: las's, 10m)"},
+    {"las-starve-total", CONFIG_STRING, OFF(las_starve_total), NULL,
+     "las: a task that has waited this long in all goes to the first queue (default: las's, 100h;"
+     " off)"},
+    {"las-protect-wait", CONFIG_STRING, OFF(las_protect_wait), NULL,
+     "las: an attempt that starts after its task waited this long in all is not preempted for"
+     " as long as it waited (default: las's, 12h; off)"},
+    {"las-mrl", CONFIG_STRING, OFF(las_mrl), NULL,
+     "las: preempt only a task that the tasks that succeeded say has more than this x the"
+     " waiter's service left (default: las's, 1; 0 = off)"},
     {"las-starve", CONFIG_STRING, OFF(las_starve), NULL,
      "las: a task that waited K x its last run goes first and is not preempted (default: las's,"
-     " 8; 0 = never)"},
+     " 0 = never)"},
     {"preempt-overruns", CONFIG_LIMIT, OFF(preempt_overruns), "2",
      "a task that did not exit within its preemption grace this often is no longer preemptible"
      " (none: never)"},
@@ -137,7 +146,6 @@ static int config_las(struct daemon_config *cfg, char **err)
     const char *why;
     cfg->las_nthresholds = -1;
     cfg->las_min_run_ms = -1;
-    cfg->las_starve_k = -1;
     if (strcmp(cfg->policy, "las") != 0 && strcmp(cfg->policy, "drover") != 0) {
         *err = xasprintf("policy '%s': expected drover or las", cfg->policy);
         return -1;
@@ -178,16 +186,39 @@ static int config_las(struct daemon_config *cfg, char **err)
         *err = xasprintf("las-min-run '%s': %s", cfg->las_min_run, why);
         return -1;
     }
-    if (cfg->las_starve != NULL) {
-        char *end;
-        errno = 0;
-        double k = strtod(cfg->las_starve, &end);
-        if (end == cfg->las_starve || *end != '\0' || errno != 0 || !(k >= 0 && k <= 1e6)) {
-            *err = xasprintf("las-starve '%s': expected a number from 0 (never) to 1000000",
-                             cfg->las_starve);
+    const struct {
+        const char *name, *text;
+        int64_t *ms;
+    } waits[] = {{"las-starve-total", cfg->las_starve_total, &cfg->las_starve_total_ms},
+                 {"las-protect-wait", cfg->las_protect_wait, &cfg->las_protect_wait_ms}};
+    for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++) {
+        *waits[i].ms = -1;
+        if (waits[i].text != NULL && strcmp(waits[i].text, "off") == 0)
+            *waits[i].ms = 0;
+        else if (waits[i].text != NULL && parse_duration(waits[i].text, waits[i].ms, &why) < 0) {
+            *err = xasprintf("%s '%s': %s (or off)", waits[i].name, waits[i].text, why);
             return -1;
         }
-        cfg->las_starve_k = k;
+    }
+    const struct {
+        const char *name, *text;
+        double *value;
+    } numbers[] = {{"las-starve", cfg->las_starve, &cfg->las_starve_k},
+                   {"las-mrl", cfg->las_mrl, &cfg->las_mrl_factor}};
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+        char *end;
+        const char *text = numbers[i].text;
+        *numbers[i].value = -1;
+        if (text == NULL)
+            continue;
+        errno = 0;
+        double k = strtod(text, &end);
+        if (end == text || *end != '\0' || errno != 0 || !(k >= 0 && k <= 1e6)) {
+            *err = xasprintf("%s '%s': expected a number from 0 (off) to 1000000",
+                             numbers[i].name, text);
+            return -1;
+        }
+        *numbers[i].value = k;
     }
     return 0;
 }
@@ -615,7 +646,11 @@ void config_free(struct daemon_config *cfg)
     free(cfg->las_thresholds);
     free(cfg->las_min_run);
     free(cfg->las_starve);
+    free(cfg->las_starve_total);
+    free(cfg->las_protect_wait);
+    free(cfg->las_mrl);
     cfg->policy = cfg->las_thresholds = cfg->las_min_run = cfg->las_starve = NULL;
+    cfg->las_starve_total = cfg->las_protect_wait = cfg->las_mrl = NULL;
     cfg->shared_dir = cfg->slurm_partition = cfg->slurm_account = cfg->slurm_qos = NULL;
     cfg->slurm_args = cfg->spill = NULL;
     free(cfg->state_dir);

@@ -60,6 +60,9 @@ struct daemon_config {
     char *las_thresholds;      /* GPU-hours, ascending, comma-separated */
     char *las_min_run;
     char *las_starve;
+    char *las_starve_total;
+    char *las_protect_wait;
+    char *las_mrl;
     int preempt_overruns;      /* a task that overran its preemption grace this often is no
                                 * longer preemptible; 0 = never */
     bool las;                  /* parsed: policy = las */
@@ -67,6 +70,9 @@ struct daemon_config {
     double las_threshold[CORE_LAS_MAX]; /* GPU-seconds */
     int64_t las_min_run_ms;    /* -1 = las's default */
     double las_starve_k;       /* < 0 = las's default */
+    int64_t las_starve_total_ms; /* -1 = las's default; 0 = off */
+    int64_t las_protect_wait_ms; /* -1 = las's default; 0 = off */
+    double las_mrl_factor;     /* < 0 = las's default; 0 = off */
     /* Where the daemon lives (flags only, not in drover.conf): */
     bool system;               /* --system: every local user's daemon (docs/CLI.md) */
     char *state_dir;           /* --state-dir, or NULL: the mode's default */

@@ -251,6 +251,12 @@ static void daemon_policy_las(const struct daemon_config *cfg, struct core_polic
         policy->las_min_run_ms = cfg->las_min_run_ms;
     if (cfg->las_starve_k >= 0)
         policy->las_starve_k = cfg->las_starve_k;
+    if (cfg->las_starve_total_ms >= 0)
+        policy->las_starve_total_ms = cfg->las_starve_total_ms;
+    if (cfg->las_protect_wait_ms >= 0)
+        policy->las_protect_wait_ms = cfg->las_protect_wait_ms;
+    if (cfg->las_mrl_factor >= 0)
+        policy->las_mrl_factor = cfg->las_mrl_factor;
 }
 
 int daemon_main(int argc, char **argv)

@@ -12,12 +12,15 @@ export DROVER_FAKE_GPUS=1x16G
 mkdir -p "$DROVER_HOME"
 # Tiny queues so that seconds of run make a task "long": a task that has held its GPU for 0.36 s
 # (0.0001 GPU-hours) is in the second queue, and may be preempted once it has run 0.5 s. No
-# starvation guard: the order below is then exact.
+# starvation guard, and no rule learnt from the tasks that ended: the order below is then exact.
 cat > "$DROVER_HOME/drover.conf" <<'EOF'
 policy = las
 las-thresholds = 0.0001
 las-min-run = 0.5s
 las-starve = 0
+las-starve-total = off
+las-protect-wait = off
+las-mrl = 0
 EOF
 
 attempts_py() { drover show "$1" --json | python3 -c "import json,sys; a=json.load(sys.stdin)['attempt_list']; $2"; }

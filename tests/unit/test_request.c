@@ -369,6 +369,16 @@ static void test_settings(void **state)
     assert_int_equal(load(&cfg, "--las-starve", "2.5", &err), 0);
     assert_true(cfg.las_starve_k == 2.5);
     config_free(&cfg);
+    assert_int_equal(load(&cfg, "--las-starve-total", "off", &err), 0);
+    assert_int_equal(cfg.las_starve_total_ms, 0);
+    assert_int_equal(cfg.las_protect_wait_ms, -1);
+    config_free(&cfg);
+    assert_int_equal(load(&cfg, "--las-mrl", "0", &err), 0);
+    assert_true(cfg.las_mrl_factor == 0 && cfg.las_starve_k == -1);
+    config_free(&cfg);
+    assert_int_equal(load(&cfg, "--las-protect-wait", "6h", &err), 0);
+    assert_int_equal(cfg.las_protect_wait_ms, 6 * 3600 * 1000LL);
+    config_free(&cfg);
     assert_int_equal(load(&cfg, "--preempt-overruns", "none", &err), 0);
     assert_int_equal(cfg.preempt_overruns, 0);
     config_free(&cfg);
@@ -377,7 +387,8 @@ static void test_settings(void **state)
     static const char *const bad_las[][2] = {
         {"--policy", "sjf"},       {"--las-thresholds", "10,1"}, {"--las-thresholds", "1,"},
         {"--las-thresholds", "0"}, {"--las-thresholds", "1,2,3,4,5,6,7,8"},
-        {"--las-min-run", "soon"}, {"--las-starve", "-1"},
+        {"--las-min-run", "soon"}, {"--las-starve", "-1"}, {"--las-starve-total", "never"},
+        {"--las-protect-wait", "-3h"}, {"--las-mrl", "x"},
     };
     for (size_t i = 0; i < sizeof bad_las / sizeof bad_las[0]; i++) {
         assert_int_equal(load(&cfg, bad_las[i][0], bad_las[i][1], &err), -1);
