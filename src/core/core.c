@@ -173,6 +173,7 @@ struct core_task *core_task_alloc(struct core *core, const struct core_task_spec
     t->preemptible = spec->preemptible;
     t->submit_time = spec->submit_time;
     t->service = spec->service > 0 ? spec->service : 0;
+    t->run_total = spec->run_ms > 0 ? spec->run_ms : 0;
     t->req = spec->req;
     t->max_retries = spec->max_retries < 0 ? 0 : spec->max_retries;
     t->nbackoff = spec->nbackoff < 0 ? 0 : spec->nbackoff;

@@ -125,6 +125,9 @@ struct core_task_spec {
     /* Service it attained before (GPU-ms of earlier attempts the driver knows of, e.g. after
      * a restart); las orders by it. 0 for a new task. */
     double service;
+    /* How long its earlier attempts ran, in all (ms; with service, after a restart): las's
+     * guards count the time it has waited as its age less this. 0 for a new task. */
+    int64_t run_ms;
 };
 
 /* Where an attempt runs: GPUs on one node, or (nnodes > 1) whole nodes. */

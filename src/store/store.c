@@ -51,10 +51,10 @@ static const char *const store_sql[Q_NQUERIES] = {
         "SELECT priority, submit_time, gpus, gpu_mem, cpus, mem, timeout_ms, retries, backoff,"
         " deps, array_id, array_limit, base_attempts, attempts, gpu_type, uid, backend,"
         " preempt_grace_ms > 0 AND preempt_off IS NULL,"
-        /* The service las orders by: GPUs x the time of its attempts that ended (the one that
-         * runs, core counts itself). A GPU-less task attains none. */
-        " gpus * (SELECT ifnull(sum(end_ms - start_ms), 0) FROM attempts"
-        "         WHERE task_id = ?1 AND end_ms IS NOT NULL AND end_ms > start_ms)"
+        /* The time its attempts that ended ran (the one that runs, core counts itself): the
+         * service las orders by is GPUs x this. */
+        " (SELECT ifnull(sum(end_ms - start_ms), 0) FROM attempts"
+        "  WHERE task_id = ?1 AND end_ms IS NOT NULL AND end_ms > start_ms)"
         " FROM tasks WHERE id = ?1",
     /* Statements run for every task are compiled once (issue 13: compiling them per call was
      * a tenth of the daemon's CPU per task). */
@@ -689,7 +689,8 @@ int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
         spec->backend = sqlite3_column_type(s, 16) == SQLITE_NULL ? CORE_BACKEND_LOCAL
                                                                   : CORE_BACKEND_SLURM;
         spec->preemptible = sqlite3_column_int(s, 17) != 0;
-        spec->service = (double)sqlite3_column_int64(s, 18);
+        spec->run_ms = sqlite3_column_int64(s, 18);
+        spec->service = (double)spec->req.gpus * (double)spec->run_ms;
         if (gpu_type != NULL)
             *gpu_type = sqlite3_column_type(s, 14) == SQLITE_NULL
                             ? NULL : xstrdup((const char *)sqlite3_column_text(s, 14));

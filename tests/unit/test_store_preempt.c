@@ -72,6 +72,7 @@ static void test_preemptible_and_service(void **state)
     add_attempt(st, pre, 2, 20000, 25000);
     add_attempt(st, pre, 3, 30000, 0);
     assert_true(spec_of(st, pre).service == 2.0 * 15000);
+    assert_int_equal(spec_of(st, pre).run_ms, 15000);
     add_attempt(st, cpu, 1, 1000, 11000);
     assert_true(spec_of(st, cpu).service == 0); /* no GPU, no service */
 
