@@ -26,6 +26,8 @@
  *        --retries (util/request.def).
  *     timeout: DURATION            (per attempt)
  *     stall: DURATION              (no output and idle GPUs this long: hung, killed and retried)
+ *     schedule: any | off-peak     (off-peak: start only inside the daemon's off-peak window,
+ *                                   as drover submit --off-peak; default any)
  *     priority: INT                (higher runs first; bounded like drover submit's --priority)
  *     circuit_breaker: { failures: INT }
  *     generator: { command: [STR, …] }
@@ -34,7 +36,7 @@
  *                                   taken as written; a stage may have its own; runs here
  *                                   ignore it: exp/render.h)
  *     stages: [ { name: STR, command: [STR…], resources: {…}, needs: [STR…], env, timeout,
- *                 stall, priority, retry, image } ]   (Pipeline: required; Experiment: not allowed)
+ *                 stall, schedule, priority, retry, image } ]   (Pipeline: required; Experiment: not allowed)
  *
  * What a template leaves out is not given to the daemon (exp_task_to_json leaves it out), which
  * applies its defaults; the defaults of early_stopping, circuit_breaker, metrics and sweep are
@@ -80,6 +82,7 @@ struct exp_task {
     char *backend;        /* resources.backend ("slurm", "local"), or NULL: the daemon's choice */
     int64_t timeout_ms;   /* 0 = not given: no time limit */
     int64_t stall_ms;     /* spec.stall; 0 = not given: no stall check */
+    bool off_peak;        /* schedule: off-peak */
     int priority;         /* spec.priority, when has_priority */
     bool has_priority;
     int retries;          /* retries after the first attempt; -1 = not given */

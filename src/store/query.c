@@ -99,7 +99,8 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
     TASK_BRIEF_COLUMNS ", t.reason, t.gpu_mem, t.cpus, t.mem, t.timeout_ms, t.retries,"       \
     " t.deps, t.array_id, t.array_index, t.submit_time, t.end_time, t.task_key, t.workdir,"  \
     " t.retry_at, a.signal, a.run_dir, t.profile, t.claim_source, t.stall_ms, t.gpu_type,"  \
-    " t.uid, t.notify, t.backend, a.slurm_job, a.slurm_state, a.slurm_reason, a.end_ms"
+    " t.uid, t.notify, t.backend, a.slurm_job, a.slurm_state, a.slurm_reason, a.end_ms,"      \
+    " t.begin_ms, t.off_peak"
 
 #define TASK_FROM                                                                             \
     " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
@@ -281,6 +282,10 @@ static json_t *task_row_json(sqlite3_stmt *s)
                                                    ? (json_int_t)getuid()
                                                    : sqlite3_column_int64(s, 34)));
     json_object_set_new(o, "notify", col_string_or_null(s, 35));
+    json_object_set_new(o, "begin_ms", sqlite3_column_int64(s, 41) > 0
+                                           ? json_integer(sqlite3_column_int64(s, 41))
+                                           : json_null());
+    json_object_set_new(o, "off_peak", json_boolean(sqlite3_column_int(s, 42) != 0));
     task_slurm_json(o, s);
     return o;
 }

@@ -23,9 +23,9 @@ static const char *const store_sql[Q_NQUERIES] = {
         "INSERT INTO tasks (name, state, command, workdir, env_id, task_key, priority, gpus,"
         " gpu_mem, cpus, mem, timeout_ms, retries, backoff, deps, array_id, array_index,"
         " array_limit, submit_time, attempts, base_attempts, profile, claim_source, stall_ms,"
-        " gpu_type, uid, user, notify, backend)"
+        " gpu_type, uid, user, notify, backend, begin_ms, off_peak)"
         " VALUES (?1, ?19, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
+        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?30, ?31)",
     /* A task of a per-user daemon from before owners were recorded (uid NULL) is the daemon's. */
     [Q_FIND_KEY] = "SELECT id FROM tasks WHERE task_key = ?1 AND ifnull(uid, ?3) = ?2",
     [Q_STATE] = "SELECT state FROM tasks WHERE id = ?1",
@@ -47,7 +47,8 @@ static const char *const store_sql[Q_NQUERIES] = {
         " JOIN envs e ON e.id = t.env_id WHERE t.id = ?1",
     [Q_SPEC] =
         "SELECT priority, submit_time, gpus, gpu_mem, cpus, mem, timeout_ms, retries, backoff,"
-        " deps, array_id, array_limit, base_attempts, attempts, gpu_type, uid, backend"
+        " deps, array_id, array_limit, base_attempts, attempts, gpu_type, uid, backend,"
+        " begin_ms, off_peak"
         " FROM tasks WHERE id = ?1",
     /* Statements run for every task are compiled once (issue 13: compiling them per call was
      * a tenth of the daemon's CPU per task). */
@@ -371,6 +372,9 @@ int store_insert_task(struct store *st, struct task_record *rec)
         sqlite3_bind_text(s, 26, rec->notify, -1, SQLITE_TRANSIENT);
     if (sp->backend == CORE_BACKEND_SLURM)
         sqlite3_bind_text(s, 27, "slurm", -1, SQLITE_STATIC);
+    /* ?28 and ?29 are left to preemption's columns (issue 14's other half). */
+    sqlite3_bind_int64(s, 30, sp->begin);
+    sqlite3_bind_int(s, 31, sp->off_peak);
     json_decref(backoff);
     json_decref(deps);
     if (store_step_done(st, s) < 0)
@@ -673,6 +677,8 @@ int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
                          : (uint32_t)sqlite3_column_int64(s, 15);
         spec->backend = sqlite3_column_type(s, 16) == SQLITE_NULL ? CORE_BACKEND_LOCAL
                                                                   : CORE_BACKEND_SLURM;
+        spec->begin = sqlite3_column_int64(s, 17);
+        spec->off_peak = sqlite3_column_int(s, 18) != 0;
         if (gpu_type != NULL)
             *gpu_type = sqlite3_column_type(s, 14) == SQLITE_NULL
                             ? NULL : xstrdup((const char *)sqlite3_column_text(s, 14));
