@@ -71,6 +71,9 @@ struct core_task {
      * whether it waits promoted to the first queue (starvation guard). */
     bool preemptible;
     bool promoted;
+    bool off_peak;
+    bool on_offpeak;
+    uint8_t parked;               /* enum core_park (core/when.c) */
     double service;
     double service_base;          /* las_starve_reset: the service at the last promotion */
     int64_t last_run;
@@ -96,16 +99,16 @@ struct core_task {
     core_time retry_at;
     size_t heap_index;
     /* core/when.c: --begin, --off-peak. A QUEUED task is in the ready queue (in_queue) or
-     * parked out of it (CORE_PARK_*); a QUEUED off-peak task past its begin time is also on
-     * core->offpeak (oprev/onext). */
+     * parked out of it (parked: CORE_PARK_*); a QUEUED off-peak task past its begin time is
+     * also on core->offpeak (oprev/onext; on_offpeak). The flags are with las's above. */
     core_time begin;
-    bool off_peak;
-    bool on_offpeak;
-    enum core_park { CORE_PARK_NONE, CORE_PARK_BEGIN, CORE_PARK_WINDOW } parked;
     struct core_task *oprev, *onext;
 
     struct core_run *run;         /* non-NULL while an attempt runs */
 };
+
+/* Where a QUEUED task that is not in the ready queue waits (core/when.c). */
+enum core_park { CORE_PARK_NONE, CORE_PARK_BEGIN, CORE_PARK_WINDOW };
 
 /* One running-count per array (array_id != 0) with at least one attempt running. */
 struct core_array {
