@@ -90,9 +90,10 @@ static const char *const store_migrations[] = {
     "ALTER TABLE attempts ADD COLUMN slurm_job TEXT;"
     "ALTER TABLE attempts ADD COLUMN slurm_state TEXT;"
     "ALTER TABLE attempts ADD COLUMN slurm_reason TEXT;",
-    /* Off-peak windows (issue 14): a task's --begin (epoch ms; 0 = none) and --off-peak. */
-    "ALTER TABLE tasks ADD COLUMN begin_ms INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE tasks ADD COLUMN off_peak INTEGER NOT NULL DEFAULT 0;",
+    /* Off-peak windows (issue 14): a task's --begin (epoch ms; 0 = none) and --off-peak. (The
+     * parentheses tell clang that the two literals are one element on purpose.) */
+    ("ALTER TABLE tasks ADD COLUMN begin_ms INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE tasks ADD COLUMN off_peak INTEGER NOT NULL DEFAULT 0;"),
 };
 
 int store_migrate(struct store *st)
