@@ -202,7 +202,7 @@ void core_task_add(struct core *core, struct core_task *t, enum task_state state
 
 void core_task_free(struct core *core, struct core_task *t)
 {
-    core_task_unqueue(core, t);
+    core_when_unqueue(core, t);
     if (t->off_peak)
         core->noffpeak--;
     if (t->state == TASK_RETRYING)
@@ -225,7 +225,7 @@ void core_task_move(struct core *core, struct core_task *t, enum task_state to)
         core_bug();
     core->version++;
     if (t->state == TASK_QUEUED)
-        core_task_unqueue(core, t);
+        core_when_unqueue(core, t);
     else if (t->state == TASK_RETRYING)
         core_retry_remove(&core->retry, t);
     core->counts[t->state]--;
@@ -234,7 +234,7 @@ void core_task_move(struct core *core, struct core_task *t, enum task_state to)
     t->owner->counts[to]++;
     t->state = to;
     if (to == TASK_QUEUED) {
-        core_task_enqueue(core, t, false);
+        core_when_enqueue(core, t, false);
     } else if (to == TASK_RETRYING) {
         core_retry_push(&core->retry, t);
     }
@@ -300,7 +300,7 @@ int core_submit(struct core *core, const struct core_task_spec *spec, core_time 
         core_bug();
     core_task_add(core, t, state);
     if (state == TASK_QUEUED)
-        core_task_enqueue(core, t, false);
+        core_when_enqueue(core, t, false);
     core_emit_state(out, t->id, state, CORE_REASON_SUBMITTED, 0, 0);
     if (state == TASK_PENDING)
         core_slurm_chain_one(core, t, now, out);

@@ -224,9 +224,9 @@ void core_emit_state(struct core_actions *out, int64_t task, enum task_state sta
 /* when.c */
 /* t, QUEUED, enters the ready queue (ready_time = now unless keep_ready, as on restore) — or
  * waits out of it for its begin time or the off-peak window. */
-void core_task_enqueue(struct core *core, struct core_task *t, bool keep_ready);
+void core_when_enqueue(struct core *core, struct core_task *t, bool keep_ready);
 /* t leaves QUEUED (or is freed): out of the ready queue, or out of where it was parked. */
-void core_task_unqueue(struct core *core, struct core_task *t);
+void core_when_unqueue(struct core *core, struct core_task *t);
 /* At the start of a pass: begin times reached, the window opened or closed (preempting at its
  * close). */
 void core_when_pass(struct core *core, core_time now, struct core_actions *out);

@@ -90,7 +90,7 @@ static void restore_queue(struct core *core)
     }
     qsort(v, n, sizeof *v, restore_cmp_ready);
     for (size_t i = 0; i < n; i++)
-        core_task_enqueue(core, v[i], true);
+        core_when_enqueue(core, v[i], true);
     free(v);
 }
 

@@ -46,7 +46,7 @@ static void when_offpeak_unlink(struct core *core, struct core_task *t)
     t->on_offpeak = false;
 }
 
-void core_task_enqueue(struct core *core, struct core_task *t, bool keep_ready)
+void core_when_enqueue(struct core *core, struct core_task *t, bool keep_ready)
 {
     if (t->begin > core->now) {
         t->parked = CORE_PARK_BEGIN;
@@ -64,7 +64,7 @@ void core_task_enqueue(struct core *core, struct core_task *t, bool keep_ready)
     when_ready(core, t, keep_ready);
 }
 
-void core_task_unqueue(struct core *core, struct core_task *t)
+void core_when_unqueue(struct core *core, struct core_task *t)
 {
     core_queue_remove(core_task_queue(core, t), t);
     if (t->parked == CORE_PARK_BEGIN)
@@ -110,7 +110,7 @@ void core_when_pass(struct core *core, core_time now, struct core_actions *out)
         core_retry_remove(&core->later, t);
         t->parked = CORE_PARK_NONE;
         core->version++;
-        core_task_enqueue(core, t, false);
+        core_when_enqueue(core, t, false);
     }
     bool open = core->off_open <= now && now < core->off_close;
     if (open != core->off_is_open) {
