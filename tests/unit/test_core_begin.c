@@ -296,6 +296,37 @@ static void test_others_unchanged(void **state)
     teardown(&f);
 }
 
+/* Ten thousand tasks for tonight cost the day's passes nothing: parked, none is examined, and a
+ * pass with nothing else changed is skipped; at their time they are all there. */
+static void test_begin_deep_queue(void **state)
+{
+    struct fixture f;
+    struct core_stats st;
+    setup(&f, 1);
+    core_set_off_peak(f.core, 1000 * S, 2000 * S);
+    for (int64_t id = 1; id <= 10000; id++) {
+        struct core_task_spec spec = spec_of(id, 1, id % 2 ? 500 * S : 0, id % 2 == 0, false);
+        core_actions_clear(&f.out);
+        assert_int_equal(core_submit(f.core, &spec, 0, &f.out), 0);
+    }
+    submit(&f, 20000, 1, 0, false, false, 0);
+    assert_started(pass(&f, 0), (int64_t[]){20000, 0});
+    for (core_time now = 1 * S; now < 500 * S; now += 1 * S)
+        assert_started(pass(&f, now), (int64_t[]){0});
+    core_stats(f.core, &st);
+    assert_int_equal(st.examined, 1);
+    assert_true(st.passes_skipped >= 498);
+    assert_int_equal(core_next_wakeup(f.core), 500 * S);
+    /* At 500 s the begin tasks join; the GPU is taken, so one is examined and blocks. */
+    pass(&f, 500 * S);
+    size_t counts[TASK_NSTATES];
+    core_count_states(f.core, counts);
+    assert_int_equal(counts[TASK_QUEUED], 10000);
+    assert_int_equal(why(&f, 2, 600 * S).wait, CORE_WAIT_OFF_PEAK);
+    assert_int_not_equal(why(&f, 1, 600 * S).wait, CORE_WAIT_BEGIN);
+    teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_offpeak_and_begin),
         cmocka_unit_test(test_offpeak_restore_running),
         cmocka_unit_test(test_others_unchanged),
+        cmocka_unit_test(test_begin_deep_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
