@@ -152,6 +152,9 @@ static void show_human(json_t *task)
     show_preempt(json_object_get(task, "preempt"));
     show_time("submitted", json_object_get(task, "submit_time"));
     show_time("retry at", json_object_get(task, "retry_at"));
+    show_time("begin", json_object_get(task, "begin_ms"));
+    if (json_is_true(json_object_get(task, "off_peak")))
+        printf("%-12s %s\n", "schedule", "off-peak");
     show_time("ended", json_object_get(task, "end_time"));
     if (json_is_string(json_object_get(task, "run_dir")))
         printf("%-12s %s\n", "logs", json_string_value(json_object_get(task, "run_dir")));

@@ -66,7 +66,7 @@ static int submit_ids(const struct cmd_entry *cmd, struct cmd_args *args,
     return 0;
 }
 
-/* A whole number, a size, a duration, a backoff or an array, as typed: the conversion the HTTP
+/* A whole number, a size, a duration, a backoff, an array or a time, as typed: the conversion the HTTP
  * API shares (util/request.h); its range is the request check's. */
 static int submit_text(const struct cmd_entry *cmd, struct cmd_args *args,
                        const struct request_field *f, const char *v, json_t *req)
@@ -152,6 +152,7 @@ static const struct submit_kind {
     [REQUEST_ENV] = {submit_env, true},
     [REQUEST_ARRAY] = {submit_text, false},
     [REQUEST_WORKDIR] = {submit_workdir, true},
+    [REQUEST_TIME] = {submit_text, false},
     [REQUEST_COMMAND] = {NULL, false},
     [REQUEST_GRACE] = {submit_text, false},
     [REQUEST_SIGNAL] = {submit_text, false},

@@ -71,6 +71,7 @@ void core_attempt_track(struct core *core, struct core_task *t, const struct cor
     t->run = run;
     attempt_array_count(core, t->array_id, 1);
     core_user_track(core, t, started, 1);
+    core_when_track(core, t);
 }
 
 void core_attempt_untrack(struct core *core, struct core_task *t)

@@ -130,7 +130,8 @@ void core_slurm_chain(struct core *core, struct core_task *t, core_time now,
  * Every local task that becomes queued is noted in a FIFO with its ready time; ready times are
  * handed out in order (core_ready_time), so the FIFO is sorted and a pass looks only at its
  * head: O(1) per task over its whole wait, however long the queue. An entry whose task started,
- * left the queue or became queued again since (a new ready time) is dropped when reached. */
+ * left the queue (an off-peak task when the window closed, core/when.c) or became queued again
+ * since (a new ready time) is dropped when reached. */
 
 void core_spill_note(struct core *core, const struct core_task *t)
 {
@@ -152,7 +153,7 @@ static bool backend_spill_live(const struct core *core, const struct core_spill_
 {
     struct core_task *t = core_task_get(core, e->id);
     *out = t;
-    return t != NULL && t->serial == e->serial && t->state == TASK_QUEUED &&
+    return t != NULL && t->serial == e->serial && t->state == TASK_QUEUED && t->in_queue &&
            t->backend == CORE_BACKEND_LOCAL && t->ready_time == e->ready;
 }
 

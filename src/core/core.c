@@ -2,8 +2,8 @@
  * priority).
  *
  * Every live task is in core->tasks (id -> task). Where else it is follows from its state and
- * is kept so by core_task_move(): QUEUED tasks are in the ready queue, RETRYING ones in the
- * retry heap, and a task with a running attempt (RUNNING, or terminal with a kill in flight) is
+ * is kept so by core_task_move(): QUEUED tasks are in the ready queue (or parked out of it
+ * until their begin time or the off-peak window: core/when.c), RETRYING ones in the retry heap, and a task with a running attempt (RUNNING, or terminal with a kill in flight) is
  * on core->running. A task that reaches a terminal state with no attempt running is freed. */
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +62,7 @@ struct core *core_new(const struct core_policy *policy)
     core_queue_init(&core->slurm_queue, core->policy.aging_ms, &core->shapes);
     core->now = INT64_MIN;
     core->ready_clock = INT64_MIN;
+    core->off_open = core->off_close = CORE_TIME_NEVER;
     return core;
 }
 
@@ -90,6 +91,7 @@ void core_free(struct core *core)
     core_users_free(core);
     core_shapes_free(&core->shapes);
     core_retry_free(&core->retry);
+    core_retry_free(&core->later);
     core_place_free(&core->place);
     core_place_free(&core->scratch);
     free(core->scratch_stamp);
@@ -172,6 +174,10 @@ struct core_task *core_task_alloc(struct core *core, const struct core_task_spec
     t->qprio = spec->priority;
     t->preemptible = spec->preemptible;
     t->submit_time = spec->submit_time;
+    t->begin = spec->begin;
+    t->off_peak = spec->off_peak;
+    if (t->off_peak)
+        core->noffpeak++;
     t->service = spec->service > 0 ? spec->service : 0;
     t->run_total = spec->run_ms > 0 ? spec->run_ms : 0;
     t->req = spec->req;
@@ -206,7 +212,9 @@ void core_task_add(struct core *core, struct core_task *t, enum task_state state
 
 void core_task_free(struct core *core, struct core_task *t)
 {
-    core_queue_remove(core_task_queue(core, t), t);
+    core_when_unqueue(core, t);
+    if (t->off_peak)
+        core->noffpeak--;
     if (t->state == TASK_RETRYING)
         core_retry_remove(&core->retry, t);
     if (t->run != NULL)
@@ -227,7 +235,7 @@ void core_task_move(struct core *core, struct core_task *t, enum task_state to)
         core_bug();
     core->version++;
     if (t->state == TASK_QUEUED)
-        core_queue_remove(core_task_queue(core, t), t);
+        core_when_unqueue(core, t);
     else if (t->state == TASK_RETRYING)
         core_retry_remove(&core->retry, t);
     core->counts[t->state]--;
@@ -236,10 +244,7 @@ void core_task_move(struct core *core, struct core_task *t, enum task_state to)
     t->owner->counts[to]++;
     t->state = to;
     if (to == TASK_QUEUED) {
-        t->ready_time = core_ready_time(core);
-        core_task_rekey(core, t);
-        core_queue_insert(core_task_queue(core, t), t);
-        core_spill_note(core, t);
+        core_when_enqueue(core, t, false);
     } else if (to == TASK_RETRYING) {
         core_retry_push(&core->retry, t);
     }
@@ -304,12 +309,8 @@ int core_submit(struct core *core, const struct core_task_spec *spec, core_time 
     if (!core_state_entry(state))
         core_bug();
     core_task_add(core, t, state);
-    if (state == TASK_QUEUED) {
-        t->ready_time = core_ready_time(core);
-        core_task_rekey(core, t);
-        core_queue_insert(core_task_queue(core, t), t);
-        core_spill_note(core, t);
-    }
+    if (state == TASK_QUEUED)
+        core_when_enqueue(core, t, false);
     core_emit_state(out, t->id, state, CORE_REASON_SUBMITTED, 0, 0);
     if (state == TASK_PENDING)
         core_slurm_chain_one(core, t, now, out);
@@ -436,7 +437,9 @@ core_time core_next_wakeup(const struct core *core)
 {
     const struct core_task *t = core_retry_top(&core->retry);
     core_time retry = t != NULL ? t->retry_at : CORE_TIME_NEVER, spill = core_spill_next(core);
-    core_time next = spill < retry ? spill : retry;
+    core_time next = spill < retry ? spill : retry, when = core_when_next(core);
+    if (when < next)
+        next = when;
     if (core->policy.las && core->las_wakeup < next)
         next = core->las_wakeup;
     return next;

@@ -128,6 +128,12 @@ struct core_task_spec {
     /* How long its earlier attempts ran, in all (ms; with service, after a restart): las's
      * guards count the time it has waited as its age less this. 0 for a new task. */
     int64_t run_ms;
+    /* Not started before this time (--begin); 0 = no such bound. Until then a queued task
+     * waits out of the ready queue (core/when.c), so it costs a pass nothing. */
+    core_time begin;
+    /* Started only while the off-peak window is open (core_set_off_peak); when preemptible, a
+     * running attempt is preempted when the window closes. */
+    bool off_peak;
 };
 
 /* Where an attempt runs: GPUs on one node, or (nnodes > 1) whole nodes. */
@@ -410,11 +416,23 @@ struct core_gpu_state {
 };
 void core_set_gpu_state(struct core *core, int node, int gpu, const struct core_gpu_state *st);
 
+/* The off-peak window (core/when.c): off-peak tasks start only while open_at <= now <
+ * close_at. The driver computes it in its own clock (local time, DST: core knows neither) and
+ * gives the current window, or the next one when none is open, again at each boundary;
+ * CORE_TIME_NEVER for both = no window: off-peak tasks wait (CORE_WAIT_OFF_PEAK, until NEVER).
+ * The next pass acts on it: when the window has opened, waiting off-peak tasks join the ready
+ * queue; when it has closed, queued ones leave it, and each running attempt of a preemptible
+ * off-peak task gets one CORE_ACT_PREEMPT (Slurm attempts excepted: Slurm runs them). Starts
+ * with no window. */
+void core_set_off_peak(struct core *core, core_time open_at, core_time close_at);
+
 /* Stop (true) or resume (false) starting new attempts. Running ones are not touched. */
 void core_set_drain(struct core *core, bool drain);
 bool core_draining(const struct core *core);
 
-/* One scheduling pass: queues RETRYING tasks whose backoff is over, then starts what fits, in
+/* One scheduling pass: queues RETRYING tasks whose backoff is over, lets queued tasks whose
+ * begin time came (and off-peak ones when the window opened) into the ready queue — and at the
+ * window's close takes off-peak ones out and preempts (core_set_off_peak) — then starts what fits, in
  * policy order, appending CORE_ACT_START actions (with a STATE action for each backoff end).
  * Cost: what changed, not the queue's length (core/sched.c): nothing when nothing that could
  * start a task changed since the last pass; else O(log chains) per task examined, where the
@@ -435,7 +453,8 @@ struct core_stats {
 void core_stats(const struct core *core, struct core_stats *out);
 
 /* The earliest time at which core_schedule() would do something that no event triggers
- * (a backoff ending; with las, a promotion, a running task reaching a threshold or its minimum
+ * (a backoff ending; a begin time; while an off-peak task is live, the window's opening or
+ * closing; with las, a promotion, a running task reaching a threshold or its minimum
  * run while a task waits: as of the last pass), or CORE_TIME_NEVER. */
 core_time core_next_wakeup(const struct core *core);
 
@@ -481,6 +500,8 @@ enum core_wait {
     CORE_WAIT_HELD,
     CORE_WAIT_DEPENDENCY,  /* task: the first dependency not yet ended; state: its state */
     CORE_WAIT_BACKOFF,     /* until: when its retry is queued */
+    CORE_WAIT_BEGIN,       /* until: its begin time (--begin) */
+    CORE_WAIT_OFF_PEAK,    /* until: when the off-peak window opens (NEVER: no window) */
     CORE_WAIT_DRAINED,     /* the daemon is draining: nothing new starts */
     CORE_WAIT_SLURM,       /* a Slurm task, and Slurm is not answering */
     CORE_WAIT_USER_LIMIT,  /* its owner is at a limit (text says which) */
@@ -498,9 +519,10 @@ struct core_why {
     enum core_wait wait;
     int64_t task;          /* DEPENDENCY, RESERVED, ORDER */
     int state;             /* DEPENDENCY: the dependency's state */
-    core_time until;       /* BACKOFF */
-    /* One line for people, whole but for BACKOFF's time, which the driver writes in its own
-     * clock ("retry backoff"; the daemon adds "until 14:03:05"): "held", "dependency 12
+    core_time until;       /* BACKOFF, BEGIN, OFF_PEAK */
+    /* One line for people, whole but for the time `until`, which the driver writes in its own
+     * clock ("retry backoff"; the daemon adds "until 14:03:05"; "begins", "off-peak: the window
+     * opens": the daemon adds "at 22:00:00"; "off-peak: no window is set"): "held", "dependency 12
      * running", "user limit: 4 GPUs in use", "array limit: 2 of 2 running", "needs 2 GPUs with
      * 10G free: GPU0 6G free (claimed by 3, 4), GPU1 busy", "no GPU of its type", "reserved for
      * task 7 (backfill)", "drained", "slurm is not answering". */

@@ -72,6 +72,9 @@ struct core_task {
      * whether it waits promoted to the first queue (starvation guard). */
     bool preemptible;
     bool promoted;
+    bool off_peak;
+    bool on_offpeak;
+    uint8_t parked;               /* enum core_park (core/when.c) */
     double service;
     double service_base;          /* las_starve_reset: the service at the last promotion */
     int64_t last_run;
@@ -92,12 +95,21 @@ struct core_task {
     struct core_task *qprev, *qnext;
     struct core_task *sprev, *snext;
     uint32_t shape;
-    /* TASK_RETRYING: the retry heap. */
+    /* TASK_RETRYING: the retry heap; or QUEUED and parked for its begin time: core->later,
+     * retry_at = begin (a task is in one heap at most). */
     core_time retry_at;
     size_t heap_index;
+    /* core/when.c: --begin, --off-peak. A QUEUED task is in the ready queue (in_queue) or
+     * parked out of it (parked: CORE_PARK_*); a QUEUED off-peak task past its begin time is
+     * also on core->offpeak (oprev/onext; on_offpeak). The flags are with las's above. */
+    core_time begin;
+    struct core_task *oprev, *onext;
 
     struct core_run *run;         /* non-NULL while an attempt runs */
 };
+
+/* Where a QUEUED task that is not in the ready queue waits (core/when.c). */
+enum core_park { CORE_PARK_NONE, CORE_PARK_BEGIN, CORE_PARK_WINDOW };
 
 /* One running-count per array (array_id != 0) with at least one attempt running. */
 struct core_array {
@@ -162,6 +174,16 @@ struct core {
     size_t uheap_n, uheap_cap;
     struct core_user *ulast;
     struct core_retry retry;
+    /* core/when.c: queued tasks waiting for their begin time (by it); the off-peak window
+     * [off_open, off_close) and whether the last pass saw it open; the QUEUED off-peak tasks
+     * past their begin time; live off-peak tasks (the wakeup needs the window only then);
+     * whether a pass must look for running off-peak attempts to preempt. */
+    struct core_retry later;
+    core_time off_open, off_close;
+    bool off_is_open;
+    struct core_task *offpeak;
+    size_t noffpeak;
+    bool off_sweep;
     struct core_run *running;     /* every attempt running, cancelled ones included; the most
                                    * recently started first */
     size_t nrunning;
@@ -200,6 +222,21 @@ void core_task_move(struct core *core, struct core_task *t, enum task_state to);
 struct core_action *core_emit(struct core_actions *out, enum core_action_type type, int64_t task);
 void core_emit_state(struct core_actions *out, int64_t task, enum task_state state,
                      enum core_reason reason, int64_t reason_task, core_time at);
+
+/* when.c */
+/* t, QUEUED, enters the ready queue (ready_time = now unless keep_ready, as on restore) — or
+ * waits out of it for its begin time or the off-peak window. */
+void core_when_enqueue(struct core *core, struct core_task *t, bool keep_ready);
+/* t leaves QUEUED (or is freed): out of the ready queue, or out of where it was parked. */
+void core_when_unqueue(struct core *core, struct core_task *t);
+/* At the start of a pass: begin times reached, the window opened or closed (preempting at its
+ * close). */
+void core_when_pass(struct core *core, core_time now, struct core_actions *out);
+/* The next begin time or window boundary that matters, or CORE_TIME_NEVER. */
+core_time core_when_next(const struct core *core);
+/* An attempt of t was just tracked: an off-peak preemptible one outside the window (restored)
+ * is preempted at the next pass. */
+void core_when_track(struct core *core, const struct core_task *t);
 
 /* deps.c */
 /* Whether every live-marked dependency is live and every other one names a terminal state. */

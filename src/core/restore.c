@@ -84,15 +84,13 @@ static void restore_queue(struct core *core)
     size_t n = 0;
     for (size_t i = 0; i < core->nrestored; i++) {
         struct core_task *t = core_task_get(core, core->restored[i]);
-        if (t != NULL && t->state == TASK_QUEUED && !t->in_queue)
+        if (t != NULL && t->state == TASK_QUEUED && !t->in_queue && t->parked == CORE_PARK_NONE &&
+            !t->on_offpeak)
             v[n++] = t;
     }
     qsort(v, n, sizeof *v, restore_cmp_ready);
-    for (size_t i = 0; i < n; i++) {
-        core_task_rekey(core, v[i]);
-        core_queue_insert(core_task_queue(core, v[i]), v[i]);
-        core_spill_note(core, v[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        core_when_enqueue(core, v[i], true);
     free(v);
 }
 

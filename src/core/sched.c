@@ -501,6 +501,7 @@ void core_schedule(struct core *core, core_time now, struct core_actions *out)
     now = core_clock(core, now);
     core->stats.passes++;
     sched_backoffs(core, out);
+    core_when_pass(core, now, out);
     if (core->draining)
         return;
     core_spill_due(core, now);

@@ -250,6 +250,20 @@ static bool why_alone(const struct core *core, const struct core_task *t, struct
     default:
         return true; /* running or ended: CORE_WAIT_NONE */
     }
+    if (t->parked == CORE_PARK_BEGIN) {
+        w->wait = CORE_WAIT_BEGIN;
+        w->until = t->begin;
+        snprintf(w->text, sizeof w->text, "begins");
+        return true;
+    }
+    if (t->parked == CORE_PARK_WINDOW) {
+        w->wait = CORE_WAIT_OFF_PEAK;
+        w->until = core->off_open;
+        snprintf(w->text, sizeof w->text, w->until == CORE_TIME_NEVER
+                                              ? "off-peak: no window is set"
+                                              : "off-peak: the window opens");
+        return true;
+    }
     if (core->draining) {
         w->wait = CORE_WAIT_DRAINED;
         snprintf(w->text, sizeof w->text, "drained: nothing new starts");

@@ -4,8 +4,9 @@
  *
  * A submission body has the field names of `drover show --json` (util/request.def's keys); a
  * value may also be text as drover submit's option takes it ("10G", "2h", "1,2", "0-9%2",
- * "5,30": util/request.c's request_value_from_text, the conversion the CLI runs), `timeout` and
- * `stall` name timeout_ms and stall_ms by their options' names, and a command given as one
+ * "5,30", "22:00": util/request.c's request_value_from_text, the conversion the CLI runs, in
+ * the daemon's time zone), `timeout`, `stall` and `begin` name timeout_ms, stall_ms and
+ * begin_ms by their options' names, and a command given as one
  * string runs under sh -c. The working directory defaults to the caller's home, and the task's
  * environment is exactly `env` plus HOME, USER, LOGNAME, SHELL and PATH (unless given): an HTTP
  * client has no environment of its own to pass on, as drover submit passes its shell's. */
@@ -102,6 +103,8 @@ static const char *api_submit_key(const char *key)
         return "timeout_ms";
     if (strcmp(key, "stall") == 0)
         return "stall_ms";
+    if (strcmp(key, "begin") == 0)
+        return "begin_ms";
     return key;
 }
 
@@ -145,7 +148,8 @@ static int api_submit_field(struct http_req *r, json_t *req, const char *key, js
     }
     bool text = json_is_string(v) && (f->type == REQUEST_SIZE || f->type == REQUEST_DURATION ||
                                        f->type == REQUEST_IDS || f->type == REQUEST_BACKOFF ||
-                                       f->type == REQUEST_ARRAY || f->type == REQUEST_GRACE);
+                                       f->type == REQUEST_ARRAY || f->type == REQUEST_GRACE ||
+                                       f->type == REQUEST_TIME);
     if (!text) {
         json_object_set(req, rkey, v); /* request_check_submit judges it */
         return 0;

@@ -15,10 +15,12 @@
 #include "util/parse.h"
 #include "util/paths.h"
 #include "util/request.h"
+#include "util/when.h"
 #include "util/xalloc.h"
 
 enum config_type { CONFIG_DURATION, CONFIG_DURATION_OFF, CONFIG_PERCENT, CONFIG_FACTOR,
-                   CONFIG_STRING, CONFIG_BOOL, CONFIG_RETRIES, CONFIG_BACKOFF, CONFIG_LIMIT };
+                   CONFIG_STRING, CONFIG_BOOL, CONFIG_RETRIES, CONFIG_BACKOFF, CONFIG_LIMIT,
+                   CONFIG_WINDOW };
 
 #define CONFIG_MAX_LIMIT 1000000 /* the largest user limit that is not "none" */
 
@@ -112,6 +114,9 @@ static const struct config_key config_keys[] = {
      "the most tasks of one user running at once (.NAME and .@GROUP overrides)"},
     {"user-queued", CONFIG_LIMIT, OFF(user_limits.queued), "none",
      "the most tasks of one user waiting (.NAME and .@GROUP overrides)"},
+    {"off-peak", CONFIG_WINDOW, OFF(off_peak), "off",
+     "the daily window --off-peak tasks start in, local time, e.g. 20:00-08:00 (off: none;"
+     " they wait)"},
 };
 #define NKEYS (sizeof config_keys / sizeof config_keys[0])
 
@@ -302,6 +307,17 @@ static int config_set(struct daemon_config *cfg, const struct config_key *key, c
                              why);
     case CONFIG_LIMIT:
         return config_limit(text, (int *)field, why);
+    case CONFIG_WINDOW: {
+        struct config_window *w = (struct config_window *)field;
+        if (strcmp(text, "off") == 0) {
+            w->set = false;
+            return 0;
+        }
+        if (when_window_parse(text, &w->start, &w->end, why) < 0)
+            return -1;
+        w->set = true;
+        return 0;
+    }
     case CONFIG_STRING:
         if (*text == '\0') {
             *why = "empty value";

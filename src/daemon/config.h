@@ -47,6 +47,11 @@ struct daemon_config {
     bool fair_share;
     int64_t fair_share_half_life_ms; /* 0 = usage never decays */
     struct core_limits user_limits;
+    /* off-peak: the daily window --off-peak tasks start in (util/when.h), local time. */
+    struct config_window {
+        bool set;              /* off: no window (off-peak tasks wait) */
+        int start, end;        /* seconds after local midnight; end <= start wraps midnight */
+    } off_peak;
     struct config_override {
         char *name;            /* a user name, or a group name after '@' */
         bool group;

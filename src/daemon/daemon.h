@@ -114,6 +114,7 @@ struct daemon {
     struct event *kick;       /* run a scheduling pass soon */
     struct event *carry;      /* carry out d->deferred */
     struct event *wakeup;     /* core_next_wakeup */
+    struct event *off_peak;   /* the off-peak window's next boundary (main.c); NULL: none set */
     struct event *poll;       /* adopted supervisors */
     struct event *sigchld, *sigterm, *sigint;
     struct event *zygote;     /* readable when supervisors forked by the zygote exit */

@@ -4,6 +4,7 @@
 #include "exec/exec.h"
 #include "util/parse.h"
 #include "util/paths.h"
+#include "util/when.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -41,6 +42,33 @@ static void daemon_on_kick(evutil_socket_t fd, short what, void *arg)
     struct daemon *d = arg;
     core_schedule(d->core, daemon_now(), &d->acts);
     daemon_apply(d); /* what fails to commit waits for the next try (daemon/disk.c) */
+}
+
+/* The off-peak window core starts off-peak tasks in: the one open now, or the next, in local
+ * time (util/when.c), given again at each of its boundaries — so a DST change or a moved
+ * clock is taken at the next boundary — and a pass follows (core opens or closes it there). */
+static void daemon_off_peak(struct daemon *d)
+{
+    const struct config_window *w = &d->cfg.off_peak;
+    struct when_clock clock = when_clock_system();
+    int64_t open, close;
+    if (when_window_next(w->start, w->end, &clock, &open, &close) < 0) {
+        fprintf(stderr, "drover daemon: cannot compute the off-peak window; trying in a minute\n");
+        open = close = CORE_TIME_NEVER;
+    }
+    core_set_off_peak(d->core, open, close);
+    int64_t due = open == CORE_TIME_NEVER ? clock.now_ms + 60000
+                  : open > clock.now_ms   ? open
+                                          : close;
+    int64_t ms = due > clock.now_ms ? due - clock.now_ms : 0;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_add(d->off_peak, &tv);
+}
+
+static void daemon_on_off_peak(evutil_socket_t fd, short what, void *arg)
+{
+    daemon_off_peak(arg);
+    daemon_kick(arg);
 }
 
 static void daemon_on_poll(evutil_socket_t fd, short what, void *arg)
@@ -187,6 +215,10 @@ static void daemon_events(struct daemon *d)
     d->kick = event_new(d->base, -1, 0, daemon_on_kick, d);
     d->carry = event_new(d->base, -1, 0, daemon_on_carry, d);
     d->wakeup = event_new(d->base, -1, 0, daemon_on_kick, d);
+    if (d->cfg.off_peak.set) {
+        d->off_peak = evtimer_new(d->base, daemon_on_off_peak, d);
+        daemon_off_peak(d);
+    }
     d->poll = event_new(d->base, -1, EV_PERSIST, daemon_on_poll, d);
     struct timeval every = {0, 200000};
     event_add(d->poll, &every);
@@ -218,6 +250,8 @@ static void daemon_free(struct daemon *d)
     event_free(d->carry);
     core_actions_free(&d->deferred);
     event_free(d->wakeup);
+    if (d->off_peak)
+        event_free(d->off_peak);
     event_free(d->poll);
     event_free(d->sigchld);
     event_free(d->sigterm);

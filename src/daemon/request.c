@@ -206,6 +206,8 @@ json_t *daemon_request_decode(struct daemon *d, json_t *task, json_t *base_env,
     rec->spec.priority = (int)request_int(task, "priority");
     rec->spec.hold = json_is_true(json_object_get(task, "hold"));
     request_preemption(task, rec);
+    rec->spec.begin = request_int(task, "begin_ms");
+    rec->spec.off_peak = json_is_true(json_object_get(task, "off_peak"));
     request_retries(d, task, default_retries, &rec->spec);
     const char *field;
     char *why = request_resources(d, task, rec, &field);

@@ -101,7 +101,7 @@ static void expand_retry(const json_t *retry, struct exp_task *task)
             fatalx("template: backoff unchecked");
 }
 
-/* The limits and the place in the queue: timeout, stall, priority, retry. */
+/* The limits and the place in the queue: timeout, stall, schedule, priority, retry. */
 static void expand_limits(const json_t *spec, const json_t *stage, struct exp_task *task)
 {
     const char *why;
@@ -124,6 +124,8 @@ static void expand_limits(const json_t *spec, const json_t *stage, struct exp_ta
                          &why) < 0)
             fatalx("template: preempt_signal unchecked");
     }
+    if ((v = expand_pick(spec, stage, "schedule")) != NULL)
+        task->off_peak = strcmp(json_string_value(v), "off-peak") == 0;
     if ((v = expand_pick(spec, stage, "priority")) != NULL) {
         task->priority = (int)json_integer_value(v);
         task->has_priority = true;

@@ -50,6 +50,8 @@ static void print_head(const struct exp_task *task, FILE *fp)
         format_duration(task->stall_ms, text, sizeof text);
         fprintf(fp, " stall=%s", text);
     }
+    if (task->off_peak)
+        fprintf(fp, " schedule=off-peak");
     if (task->has_priority)
         fprintf(fp, " priority=%d", task->priority);
 }

@@ -23,6 +23,7 @@ static const char *const schema_distributions[] = {"uniform", "log_uniform", "in
 static const char *const schema_stoppers[] = {"asha", "median", NULL};
 static const char *const schema_modes[] = {"max", "min", NULL};
 static const char *const schema_backends[] = {"local", "slurm", NULL};
+static const char *const schema_schedules[] = {"any", "off-peak", NULL};
 
 static const struct schema_key schema_resources[] = {
     {.key = "gpu_type", .type = TYPE_STRING},
@@ -103,6 +104,8 @@ static const struct schema_key schema_stage[] = {
     {.key = "stall", .type = TYPE_DURATION},
     {.key = "preemptible", .type = TYPE_GRACE},
     {.key = "preempt_signal", .type = TYPE_SIGNAL},
+    /* off-peak: its tasks start only inside the daemon's off-peak window (--off-peak). */
+    {.key = "schedule", .type = TYPE_STRING, .choices = schema_schedules},
     {.key = "priority", .type = TYPE_INTEGER, .check = schema_check_priority},
     {.key = "retry", .type = TYPE_RETRY, .children = schema_retry, .check = schema_check_retry},
     /* The container image for `drover exp render --format k8s` (exp/render.h); runs here
@@ -128,6 +131,8 @@ static const struct schema_key schema_spec[] = {
     {.key = "stall", .type = TYPE_DURATION},
     {.key = "preemptible", .type = TYPE_GRACE},
     {.key = "preempt_signal", .type = TYPE_SIGNAL},
+    /* off-peak: its tasks start only inside the daemon's off-peak window (--off-peak). */
+    {.key = "schedule", .type = TYPE_STRING, .choices = schema_schedules},
     {.key = "priority", .type = TYPE_INTEGER, .check = schema_check_priority},
     {.key = "circuit_breaker", .type = TYPE_MAPPING, .children = schema_circuit_breaker},
     {.key = "generator", .type = TYPE_MAPPING, .children = schema_generator},

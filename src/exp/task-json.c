@@ -1,9 +1,10 @@
 /* An expanded task as the JSON the daemon's exp_run takes (the client sends it; the daemon
  * makes the same for a next round or a generator's proposals). Its keys are the submit request's,
  * in its units (util/request.h: gpus, gpu_mem and mem in bytes, gpu_type, cpus, timeout_ms,
- * stall_ms, priority, retries, backoff in ms, env, command, name), plus what only an experiment's
- * tasks have (trial, params, needs). What the template did not give is left out, so the daemon
- * applies its defaults (a trial's retries: EXP_DEFAULT_TRIAL_RETRIES, exp/settings.h). */
+ * stall_ms, off_peak, priority, retries, backoff in ms, env, command, name), plus what only an
+ * experiment's tasks have (trial, params, needs). What the template did not give is left out,
+ * so the daemon applies its defaults (a trial's retries: EXP_DEFAULT_TRIAL_RETRIES,
+ * exp/settings.h). */
 #include "exp/template.h"
 #include "util/xalloc.h"
 
@@ -63,6 +64,8 @@ json_t *exp_task_to_json(const struct exp_task *t)
                                                   ? json_integer(t->preempt_grace_ms)
                                                   : json_true());
     task_json_int(o, "preempt_signal", t->preempt_signal > 0, t->preempt_signal);
+    if (t->off_peak)
+        json_object_set_new(o, "off_peak", json_true());
     task_json_int(o, "priority", t->has_priority, t->priority);
     task_json_int(o, "retries", t->retries >= 0, t->retries);
     if (t->nbackoff > 0) {

@@ -29,6 +29,8 @@
  *     preemptible: true | DURATION (policy las may stop it to make room: it saves and exits on
  *                                   preempt_signal, default TERM, within the grace, default 60s)
  *     preempt_signal: NAME | N
+ *     schedule: any | off-peak     (off-peak: start only inside the daemon's off-peak window,
+ *                                   as drover submit --off-peak; default any)
  *     priority: INT                (higher runs first; bounded like drover submit's --priority)
  *     circuit_breaker: { failures: INT }
  *     generator: { command: [STR, …] }
@@ -37,7 +39,7 @@
  *                                   taken as written; a stage may have its own; runs here
  *                                   ignore it: exp/render.h)
  *     stages: [ { name: STR, command: [STR…], resources: {…}, needs: [STR…], env, timeout,
- *                 stall, priority, retry, image } ]   (Pipeline: required; Experiment: not allowed)
+ *                 stall, schedule, priority, retry, image } ]   (Pipeline: required; Experiment: not allowed)
  *
  * What a template leaves out is not given to the daemon (exp_task_to_json leaves it out), which
  * applies its defaults; the defaults of early_stopping, circuit_breaker, metrics and sweep are
@@ -86,6 +88,7 @@ struct exp_task {
     int64_t preempt_grace_ms; /* spec.preemptible: -1 true (the daemon's default grace), > 0
                                * the grace given, 0 not preemptible */
     int preempt_signal;   /* spec.preempt_signal; 0 = not given (SIGTERM) */
+    bool off_peak;        /* schedule: off-peak */
     int priority;         /* spec.priority, when has_priority */
     bool has_priority;
     int retries;          /* retries after the first attempt; -1 = not given */

@@ -97,6 +97,10 @@ static const char *const store_migrations[] = {
     "ALTER TABLE tasks ADD COLUMN preempt_signal INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE tasks ADD COLUMN preempt_overruns INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE tasks ADD COLUMN preempt_off TEXT;",
+    /* Off-peak windows (issue 14): a task's --begin (epoch ms; 0 = none) and --off-peak. (The
+     * parentheses tell clang that the two literals are one element on purpose.) */
+    ("ALTER TABLE tasks ADD COLUMN begin_ms INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE tasks ADD COLUMN off_peak INTEGER NOT NULL DEFAULT 0;"),
 };
 
 int store_migrate(struct store *st)

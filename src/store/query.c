@@ -101,7 +101,8 @@ int store_upstream_failed_dependents(struct store *st, int64_t id, int64_t **ids
     " t.deps, t.array_id, t.array_index, t.submit_time, t.end_time, t.task_key, t.workdir,"  \
     " t.retry_at, a.signal, a.run_dir, t.profile, t.claim_source, t.stall_ms, t.gpu_type,"  \
     " t.uid, t.notify, t.backend, a.slurm_job, a.slurm_state, a.slurm_reason, a.end_ms,"    \
-    " t.preempt_grace_ms, t.preempt_signal, t.preempt_overruns, t.preempt_off"
+    " t.preempt_grace_ms, t.preempt_signal, t.preempt_overruns, t.preempt_off, t.begin_ms,"  \
+    " t.off_peak"
 
 #define TASK_FROM                                                                             \
     " FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.n = t.attempts"
@@ -303,6 +304,10 @@ static json_t *task_row_json(sqlite3_stmt *s)
                                                    ? (json_int_t)getuid()
                                                    : sqlite3_column_int64(s, 34)));
     json_object_set_new(o, "notify", col_string_or_null(s, 35));
+    json_object_set_new(o, "begin_ms", sqlite3_column_int64(s, 45) > 0
+                                           ? json_integer(sqlite3_column_int64(s, 45))
+                                           : json_null());
+    json_object_set_new(o, "off_peak", json_boolean(sqlite3_column_int(s, 46) != 0));
     task_slurm_json(o, s);
     task_preempt_json(o, s);
     return o;

@@ -24,9 +24,10 @@ static const char *const store_sql[Q_NQUERIES] = {
         "INSERT INTO tasks (name, state, command, workdir, env_id, task_key, priority, gpus,"
         " gpu_mem, cpus, mem, timeout_ms, retries, backoff, deps, array_id, array_index,"
         " array_limit, submit_time, attempts, base_attempts, profile, claim_source, stall_ms,"
-        " gpu_type, uid, user, notify, backend, preempt_grace_ms, preempt_signal)"
+        " gpu_type, uid, user, notify, backend, preempt_grace_ms, preempt_signal, begin_ms,"
+        " off_peak)"
         " VALUES (?1, ?19, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
+        " ?17, ?18, 0, 0, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)",
     /* A task of a per-user daemon from before owners were recorded (uid NULL) is the daemon's. */
     [Q_FIND_KEY] = "SELECT id FROM tasks WHERE task_key = ?1 AND ifnull(uid, ?3) = ?2",
     [Q_STATE] = "SELECT state FROM tasks WHERE id = ?1",
@@ -54,7 +55,8 @@ static const char *const store_sql[Q_NQUERIES] = {
         /* The time its attempts that ended ran (the one that runs, core counts itself): the
          * service las orders by is GPUs x this. */
         " (SELECT ifnull(sum(end_ms - start_ms), 0) FROM attempts"
-        "  WHERE task_id = ?1 AND end_ms IS NOT NULL AND end_ms > start_ms)"
+        "  WHERE task_id = ?1 AND end_ms IS NOT NULL AND end_ms > start_ms),"
+        " begin_ms, off_peak"
         " FROM tasks WHERE id = ?1",
     /* Statements run for every task are compiled once (issue 13: compiling them per call was
      * a tenth of the daemon's CPU per task). */
@@ -380,6 +382,8 @@ int store_insert_task(struct store *st, struct task_record *rec)
         sqlite3_bind_text(s, 27, "slurm", -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 28, rec->preempt_grace_ms);
     sqlite3_bind_int(s, 29, rec->preempt_signal);
+    sqlite3_bind_int64(s, 30, sp->begin);
+    sqlite3_bind_int(s, 31, sp->off_peak);
     json_decref(backoff);
     json_decref(deps);
     if (store_step_done(st, s) < 0)
@@ -691,6 +695,8 @@ int store_task_spec(struct store *st, int64_t id, struct core_task_spec *spec,
         spec->preemptible = sqlite3_column_int(s, 17) != 0;
         spec->run_ms = sqlite3_column_int64(s, 18);
         spec->service = (double)spec->req.gpus * (double)spec->run_ms;
+        spec->begin = sqlite3_column_int64(s, 19);
+        spec->off_peak = sqlite3_column_int(s, 20) != 0;
         if (gpu_type != NULL)
             *gpu_type = sqlite3_column_type(s, 14) == SQLITE_NULL
                             ? NULL : xstrdup((const char *)sqlite3_column_text(s, 14));

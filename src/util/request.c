@@ -4,6 +4,7 @@
 #include "util/request.h"
 #include "util/limits.h"
 #include "util/parse.h"
+#include "util/when.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -54,6 +55,7 @@ static char *request_number(const struct request_field *f, const json_t *v)
         [REQUEST_INT] = "a whole number",
         [REQUEST_SIZE] = "a whole number of bytes",
         [REQUEST_DURATION] = "a whole number of milliseconds",
+        [REQUEST_TIME] = "a time in milliseconds since the epoch",
     };
     if (request_int_in(v, f->min, f->max))
         return NULL;
@@ -157,6 +159,7 @@ static char *request_value(const struct request_field *f, const json_t *v)
     case REQUEST_INT:
     case REQUEST_SIZE:
     case REQUEST_DURATION:
+    case REQUEST_TIME:
         return request_number(f, v);
     case REQUEST_STRING:
         if (json_is_string(v) && (long long)json_string_length(v) >= f->min &&
@@ -368,6 +371,15 @@ static json_t *request_array_from_text(const char *text, const char **why)
     return v;
 }
 
+static json_t *request_time_from_text(const char *text, const char **why)
+{
+    struct when_clock clock = when_clock_system();
+    int64_t ms;
+    if (when_parse(text, &clock, &ms, why) < 0)
+        return NULL;
+    return json_integer(ms);
+}
+
 json_t *request_value_from_text(const struct request_field *f, const char *text,
                                 const char **why)
 {
@@ -410,6 +422,8 @@ json_t *request_value_from_text(const struct request_field *f, const char *text,
             return NULL;
         return json_integer(sig);
     }
+    case REQUEST_TIME:
+        return request_time_from_text(text, why);
     case REQUEST_ENV:
     case REQUEST_WORKDIR:
     case REQUEST_COMMAND:

@@ -36,6 +36,7 @@
 #define REQUEST_MAX_BACKOFF 8              /* backoff values */
 #define REQUEST_MAX_BACKOFF_MS 1000000000000LL
 #define REQUEST_PREEMPT_GRACE_MS 60000     /* --preemptible alone: the grace to save and exit */
+#define REQUEST_MAX_TIME_MS 253402300799999LL /* 9999-12-31T23:59:59.999Z */
 
 /* What a field holds in JSON, and what `drover submit` takes for it. */
 enum request_type {
@@ -53,6 +54,8 @@ enum request_type {
                        * CLI: 0-99, 1,5,9, 0-99%4 */
     REQUEST_BACKEND,  /* "local" or "slurm" */
     REQUEST_WORKDIR,  /* the absolute path of an existing directory; the CLI: relative to . */
+    REQUEST_TIME,     /* a point in time, epoch ms, min to max; the CLI takes 22:00, tomorrow
+                       * 02:00, ISO 8601, +2h, @EPOCH (util/when.h) */
     REQUEST_COMMAND,  /* an array of strings, the first not empty; the CLI: after -- */
     REQUEST_GRACE,    /* true (a default grace), false, or min to max ms; the CLI: the flag
                        * alone, or --flag=DURATION */
@@ -91,7 +94,8 @@ int request_check_submit_field(json_t *req, char **why, const char **field);
 
 /* A value as drover submit's option for f takes it, as text, made into the request's value: a
  * whole number ("8", "-3"), a size ("10G"), a duration ("15m"), ids ("1,2"), a backoff in
- * seconds ("5,30") or an array ("0-9%2"); a string is itself, a bool "true" or "false". The one
+ * seconds ("5,30"), an array ("0-9%2") or a time ("22:00", "+2h": as of now, in this
+ * process's time zone); a string is itself, a bool "true" or "false". The one
  * conversion the CLI and the HTTP API share, so that both say the same about a bad value.
  * Returns the value (new reference), or NULL with *why (one line, static). Ranges are
  * request_check_submit's to check. Not for env, workdir or the command (no text form). */

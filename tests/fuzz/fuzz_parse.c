@@ -1,15 +1,19 @@
 /* fuzz_parse — util/parse.c (sizes, durations, whole numbers, id lists, backoff lists, array
- * specs, UTF-8) and the protocol's frame reader (util/proto.c).
+ * specs, UTF-8), util/when.c (--begin's TIME, the off-peak window) and the protocol's frame
+ * reader (util/proto.c).
  *
  * The input, up to its first NUL, is given to every parser in turn (they are cheap, and one
  * corpus then serves them all); the whole input, NULs included, is a stream of frames for
  * proto_recv. Beyond the sanitizers, each parser's contract is checked on what it accepts:
  * sizes and durations survive their formatters' units, ids are positive, an array spec is sorted,
- * unique and within its bound, and utf8_check agrees with jansson, which it claims to mirror.
+ * unique and within its bound, utf8_check agrees with jansson, which it claims to mirror, a
+ * clock time is the next one within a day, and a window contains its opening and ends after now,
+ * within a day and an hour of it (DST).
  */
 #include "fuzz.h"
 #include "util/parse.h"
 #include "util/proto.h"
+#include "util/when.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -76,6 +80,26 @@ static void fuzz_lists(const char *s)
     }
 }
 
+/* when.c with a fixed now (2026-12-01T12:00:00Z) in the process's time zone. */
+static void fuzz_when(const char *s)
+{
+    struct when_clock clock = when_clock_system();
+    clock.now_ms = 1796126400000LL;
+    const char *err;
+    int64_t ms, open, close;
+    int start, end;
+    if (when_parse(s, &clock, &ms, &err) == 0 && s[0] >= '0' && s[0] <= '9' && strlen(s) <= 8 &&
+        (ms < clock.now_ms - 1000 || ms > clock.now_ms + 26 * 3600000LL))
+        fuzz_fail("when_parse: HH:MM[:SS] is not the next such time", s);
+    if (when_window_parse(s, &start, &end, &err) == 0) {
+        if (start < 0 || start >= 86400 || end < 0 || end >= 86400 || start == end)
+            fuzz_fail("when_window_parse returned a bad window", s);
+        if (when_window_next(start, end, &clock, &open, &close) == 0 &&
+            (close <= clock.now_ms || close <= open || close - open > 25 * 3600000LL))
+            fuzz_fail("when_window_next returned a bad window", s);
+    }
+}
+
 /* utf8_check says it refuses what jansson refuses: json_string() validates UTF-8 too. */
 static void fuzz_utf8(const char *s)
 {
@@ -114,6 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *s = fuzz_string(data, fuzz_first_len(data, size));
     fuzz_numbers(s);
     fuzz_lists(s);
+    fuzz_when(s);
     fuzz_utf8(s);
     free(s);
     fuzz_frames(data, size);

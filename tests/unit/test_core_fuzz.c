@@ -1,8 +1,9 @@
 /* core/: random event sequences against a driver's model of the tasks, checking after every
  * event that core's internal structures agree with each other (counts, queue, retry heap,
- * running list, claimed resources) and that its actions obey the rules a driver relies on
- * (starts only when dependencies allow, never over-committing a GPU, upstream failures never
- * left waiting). Deterministic: fixed seeds. */
+ * parked tasks, running list, claimed resources) and that its actions obey the rules a driver
+ * relies on (starts only when dependencies allow, never before a begin time or outside the
+ * off-peak window, never over-committing a GPU, upstream failures never left waiting, a
+ * preemption only at the window's close and once per attempt). Deterministic: fixed seeds. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -30,6 +31,9 @@ struct model_task {
     size_t ndeps;
     int64_t array_id;
     int array_limit;
+    core_time begin;         /* test_fuzz_when: --begin, --off-peak, preemptible */
+    bool off_peak, preemptible;
+    int preempt_asked;       /* the attempt a PREEMPT named, 0 = none */
 };
 
 struct fuzz {
@@ -40,6 +44,8 @@ struct fuzz {
     int64_t next_id;
     core_time now;
     unsigned seed;
+    bool when;               /* begin times and an off-peak window that moves */
+    core_time open, close;   /* the window core was given last */
 };
 
 static unsigned fuzz_rand(struct fuzz *z, unsigned n)
@@ -76,7 +82,8 @@ static size_t check_one_queue(const struct core_queue *q)
 
 /* Every ready task in its queue (core's, or its user's under fair share), and each user's
  * counts adding up to core's. */
-static void check_queue(const struct core *core)
+/* parked: queued tasks out of the ready queue (core/when.c). */
+static void check_queue(const struct core *core, size_t parked)
 {
     size_t n = check_one_queue(&core->queue);
     size_t counts[TASK_NSTATES] = {0};
@@ -94,7 +101,7 @@ static void check_queue(const struct core *core)
         gpus += u->gpus;
         running += u->running;
     }
-    assert_int_equal(n, core->counts[TASK_QUEUED]);
+    assert_int_equal(n + parked, core->counts[TASK_QUEUED]);
     assert_memory_equal(counts, core->counts, sizeof counts);
     assert_int_equal(running, core->nrunning);
     int want_gpus = 0;
@@ -175,6 +182,46 @@ static void check_place(const struct core *core)
     core_place_free(&want);
 }
 
+/* The parked tasks (core/when.c): those waiting for their begin in the heap by it, the
+ * off-peak ones on the list, none parked for the window while it is open, none of the list in
+ * the ready queue while it is closed. Returns how many are parked. */
+static size_t check_parked(const struct core *core)
+{
+    size_t parked = 0, begin = 0, listed = 0, on_list = 0;
+    for (size_t i = 0; i < core->tasks.cap; i++) {
+        if (core->tasks.keys[i] == 0)
+            continue;
+        const struct core_task *t = core->tasks.values[i];
+        if (t->state == TASK_QUEUED)
+            assert_true(t->in_queue != (t->parked != CORE_PARK_NONE));
+        else
+            assert_true(!t->in_queue && t->parked == CORE_PARK_NONE && !t->on_offpeak);
+        parked += t->parked != CORE_PARK_NONE;
+        begin += t->parked == CORE_PARK_BEGIN;
+        on_list += t->on_offpeak;
+        if (t->parked == CORE_PARK_BEGIN)
+            assert_true(!t->on_offpeak && t->retry_at == t->begin);
+        if (t->parked == CORE_PARK_WINDOW)
+            assert_true(t->on_offpeak && !core->off_is_open);
+        if (t->on_offpeak && !core->off_is_open)
+            assert_false(t->in_queue);
+    }
+    const struct core_retry *h = &core->later;
+    assert_int_equal(h->n, begin);
+    for (size_t i = 0; i < h->n; i++) {
+        assert_int_equal(h->v[i]->heap_index, i);
+        if (i > 0)
+            assert_true(h->v[(i - 1) / 2]->retry_at <= h->v[i]->retry_at);
+    }
+    for (const struct core_task *t = core->offpeak; t != NULL; t = t->onext) {
+        assert_true(t->on_offpeak && t->off_peak && t->state == TASK_QUEUED);
+        assert_true(t->onext == NULL || t->onext->oprev == t);
+        listed++;
+    }
+    assert_int_equal(listed, on_list);
+    return parked;
+}
+
 static void check_core(const struct core *core)
 {
     size_t counts[TASK_NSTATES] = { 0 };
@@ -188,7 +235,6 @@ static void check_core(const struct core *core)
             assert_non_null(t->run); /* else it would have been freed */
         assert_int_equal(t->state == TASK_RUNNING || task_state_terminal(t->state),
                          t->run != NULL);
-        assert_int_equal(t->in_queue, t->state == TASK_QUEUED);
         if (t->state == TASK_PENDING)
             assert_true(t->unresolved > 0);
         if (t->state == TASK_QUEUED || t->state == TASK_RUNNING || t->state == TASK_RETRYING)
@@ -196,7 +242,7 @@ static void check_core(const struct core *core)
     }
     for (int s = 0; s < TASK_NSTATES; s++)
         assert_int_equal(counts[s], core->counts[s]);
-    check_queue(core);
+    check_queue(core, check_parked(core));
     check_retry(core);
     check_place(core);
 }
@@ -221,6 +267,9 @@ static void check_start(const struct fuzz *z, int64_t id, const struct core_acti
     assert_true(pl->node >= 0 && pl->node < NNODES);
     for (size_t i = 0; i < m->ndeps; i++)
         assert_true(dep_satisfied(z, &m->deps[i]));
+    assert_true(m->begin <= z->now);
+    if (m->off_peak)
+        assert_true(z->open <= z->now && z->now < z->close);
     if (m->array_id != 0 && m->array_limit > 0) {
         int running = 0;
         for (int64_t j = 1; j < z->next_id; j++)
@@ -261,7 +310,15 @@ static void apply(struct fuzz *z)
             assert_int_equal(m->state, TASK_CANCELLED);
             break;
         case CORE_ACT_PREEMPT:
-            fail_msg("task %lld preempted: no fuzzed policy preempts", (long long)act->task);
+            /* Only the off-peak window's close preempts among the fuzzed policies. */
+            if (!z->when)
+                fail_msg("task %lld preempted: no fuzzed policy preempts", (long long)act->task);
+            assert_true(m->running && m->off_peak && m->preemptible);
+            assert_int_equal(m->state, TASK_RUNNING);
+            assert_int_equal(act->attempt, m->attempts);
+            assert_int_not_equal(m->preempt_asked, m->attempts);
+            assert_false(z->open <= z->now && z->now < z->close);
+            m->preempt_asked = m->attempts;
             break;
         }
     }
@@ -329,6 +386,11 @@ static void ev_submit(struct fuzz *z)
     }
     spec.deps = m->deps;
     spec.ndeps = m->ndeps;
+    if (z->when) { /* drawn only then: the other tests' sequences stay what they were */
+        spec.begin = fuzz_rand(z, 3) == 0 ? z->now + fuzz_rand(z, 60000) : 0;
+        spec.off_peak = fuzz_rand(z, 3) == 0;
+        spec.preemptible = fuzz_rand(z, 2) == 0;
+    }
     if (core_check_request(z->core, &spec.req, NULL, 0) != 0) {
         m->ndeps = 0;
         return;
@@ -338,6 +400,9 @@ static void ev_submit(struct fuzz *z)
     m->req = spec.req;
     m->array_id = spec.array_id;
     m->array_limit = spec.array_limit;
+    m->begin = spec.begin;
+    m->off_peak = spec.off_peak;
+    m->preemptible = spec.preemptible;
     z->next_id++;
     assert_int_equal(core_submit(z->core, &spec, z->now, &z->out), 0);
 }
@@ -371,16 +436,36 @@ static void ev_exit(struct fuzz *z)
         CORE_OUTCOME_LOST,    CORE_OUTCOME_NOT_STARTED,
     };
     enum core_outcome outcome = outcomes[fuzz_rand(z, 8)];
+    if (z->when && z->t[id].preempt_asked == z->t[id].attempts && fuzz_rand(z, 2) == 0)
+        outcome = CORE_OUTCOME_PREEMPTED;
     assert_int_equal(core_attempt_exited(z->core, id, outcome, z->now, &z->out), 0);
     z->t[id].running = false;
+    z->t[id].preempt_asked = 0; /* the next attempt may be asked again (NOT_STARTED: same n) */
     if (outcome == CORE_OUTCOME_NOT_STARTED)
         z->t[id].attempts--;
 }
 
-static void fuzz_run(unsigned seed, struct core_policy policy)
+/* test_fuzz_when's window: 20 s of every 40 s, and none at all one stretch in five. */
+static void fuzz_window(struct fuzz *z)
+{
+    core_time open = z->now / 40000 * 40000, close = open + 20000;
+    if (z->now >= close) {
+        open += 40000;
+        close += 40000;
+    }
+    if (z->now / 200000 % 5 == 4)
+        open = close = CORE_TIME_NEVER;
+    z->open = open;
+    z->close = close;
+    core_set_off_peak(z->core, open, close);
+}
+
+static void fuzz_run_when(unsigned seed, struct core_policy policy, bool when)
 {
     struct fuzz *z = calloc(1, sizeof *z);
     z->seed = seed;
+    z->when = when;
+    z->open = z->close = CORE_TIME_NEVER;
     z->next_id = 1;
     for (int i = 0; i < NNODES; i++) {
         z->nodes[i].ngpus = 2 + 2 * i;
@@ -405,6 +490,8 @@ static void fuzz_run(unsigned seed, struct core_policy policy)
             ev_exit(z);
         else {
             z->now += fuzz_rand(z, 3) == 0 ? 20000 : 500;
+            if (z->when)
+                fuzz_window(z);
             core_schedule(z->core, z->now, &z->out);
         }
         apply(z);
@@ -414,6 +501,11 @@ static void fuzz_run(unsigned seed, struct core_policy policy)
     core_actions_free(&z->out);
     core_free(z->core);
     free(z);
+}
+
+static void fuzz_run(unsigned seed, struct core_policy policy)
+{
+    fuzz_run_when(seed, policy, false);
 }
 
 static void test_fuzz_default(void **state)
@@ -436,11 +528,24 @@ static void test_fuzz_policies(void **state)
     }
 }
 
+/* Begin times, off-peak tasks (some preemptible) and a window that opens and closes. */
+static void test_fuzz_when(void **state)
+{
+    for (unsigned seed = 1; seed <= 8; seed++) {
+        struct core_policy policy = core_policy_default();
+        policy.backfill = seed % 3 != 0;
+        policy.strict_order = seed % 4 == 0;
+        policy.fair_share = seed % 2 == 0;
+        fuzz_run_when(200 + seed, policy, true);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fuzz_default),
         cmocka_unit_test(test_fuzz_policies),
+        cmocka_unit_test(test_fuzz_when),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
