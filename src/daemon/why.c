@@ -37,14 +37,19 @@ json_t *daemon_why(struct daemon *d, const int64_t *ids, size_t n, json_t *task)
             text = xasprintf("%s until %s", w[i].text, when);
             break;
         case CORE_WAIT_BEGIN: /* "begins at 22:00:00" */
-        case CORE_WAIT_OFF_PEAK: /* "off-peak: the window opens at 20:00:00" */
+        case CORE_WAIT_OFF_PEAK: { /* "off-peak: the window opens at 20:00:00" */
+            /* The time goes after the reason itself, before what follows it (las's queue). */
+            const char *rest = strstr(w[i].text, "; ");
+            int base = rest != NULL ? (int)(rest - w[i].text) : (int)strlen(w[i].text);
             if (w[i].until == CORE_TIME_NEVER) {
-                text = xasprintf("%s (the off-peak setting)", w[i].text);
+                text = xasprintf("%.*s (the off-peak setting)%s", base, w[i].text,
+                                 rest != NULL ? rest : "");
                 break;
             }
             why_clock(w[i].until, when, sizeof when);
-            text = xasprintf("%s at %s", w[i].text, when);
+            text = xasprintf("%.*s at %s%s", base, w[i].text, when, rest != NULL ? rest : "");
             break;
+        }
         case CORE_WAIT_NO_TYPE: {
             json_t *mine = task ? json_object_get(json_object_get(task, "request"), "gpu_type")
                                 : NULL;

@@ -156,6 +156,34 @@ assert n[0]["outcome"] == "succeeded", n
 assert s["start_time"] >= n[0]["end_time"], (s, n)
 PY
 
+t "the off-peak window closes: a preemptible off-peak task yields and waits for the next one"
+drover shutdown >/dev/null
+wait_until 10 bash -c "! [ -S '$DROVER_HOME/drover.sock' ]"
+# A window that opened a moment ago and closes 6 s from now (local time, HH:MM:SS).
+now_s=$(date +%s)
+close_s=$((now_s + 6))
+echo "off-peak = $(date -d "@$((now_s - 2))" +%H:%M:%S)-$(date -d "@$close_s" +%H:%M:%S)" >> "$DROVER_HOME/drover.conf"
+op=$(drover submit --off-peak --preemptible=20s -- /usr/bin/python3 examples/numpy/train.py --epochs 200 --epoch-sleep 0.2)
+stay=$(drover submit --off-peak -- sh -c "echo up; while [ ! -e '$TMP/stop' ]; do sleep 0.05; done")
+wait_until 30 stdout_has "$op" "^epoch 1 " 1
+wait_until 30 stdout_has "$stay" "^up" 1
+[ "$(date +%s)" -lt "$close_s" ] || fail "the window closed before the tasks ran: too slow a machine for this test"
+wait_until 30 bash -c "[ \"\$('$DROVER' show $op --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"state\"])')\" = queued ]"
+attempts_py "$op" '
+assert [x["outcome"] for x in a] == ["preempted"], a
+assert a[0]["exit_code"] == 143, a[0]'
+[ "$(field_of "$op" '["attempt_list"][0]["end_time"]')" -ge $(( (close_s - 1) * 1000 )) ] ||
+    fail "preempted before the window closed: $(field_of "$op" '["attempt_list"]')"
+# The window's reason with its time, then where las has it.
+[[ $(field_of "$op" '["why"]') =~ ^off-peak:\ the\ window\ opens\ at\ [^\;]*[0-9]\;\ las\ queue\ 1\ of\ 2:\ 0.0\ GPU-hours\ attained,\ preempted\ 1\ time$ ]] ||
+    fail "why: $(field_of "$op" '["why"]')"
+# The one that is not preemptible runs on after the close.
+expect_eq "$(state_of "$stay")" running "the non-preemptible off-peak task after the close"
+touch "$TMP/stop"
+drover wait "$stay" >/dev/null
+expect_eq "$(field_of "$stay" '["attempts"]')" 1
+drover cancel "$op" >/dev/null
+
 t "templates: preemptible: and preempt_signal:"
 cat > "$TMP/pipe.yaml" <<'YAML'
 apiVersion: drover/v1
