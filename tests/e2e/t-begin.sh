@@ -5,7 +5,8 @@
 # begin; an --off-peak task with no window waits saying so; with a window opening a few seconds
 # from now, --off-peak tasks (from drover submit, a template's `schedule: off-peak` and the HTTP
 # API) wait with the reason, then start inside the window. Preempting at the window's close is
-# the daemon's carrying out of CORE_ACT_PREEMPT (test_core_begin checks the decision).
+# the daemon's carrying out of CORE_ACT_PREEMPT: tests/e2e/t-preempt.sh (test_core_begin checks
+# the decision).
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || skip "no curl"
 mkdir -p "$DROVER_HOME"
