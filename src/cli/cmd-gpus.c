@@ -88,6 +88,19 @@ static void gpus_human(json_t *reply)
     if (policy != NULL && strcmp(policy, "las") == 0)
         printf("policy: las, %lld preemptions since the daemon started\n",
                (long long)json_integer_value(json_object_get(reply, "preemptions")));
+    json_t *amqp = json_object_get(reply, "amqp");
+    if (json_is_object(amqp) && json_is_true(json_object_get(amqp, "up")))
+        printf("amqp: connected to %s:%lld, queue %s, exchange %s; %lld events waiting\n",
+               json_string_value(json_object_get(amqp, "host")),
+               (long long)json_integer_value(json_object_get(amqp, "port")),
+               json_string_value(json_object_get(amqp, "queue")),
+               json_string_value(json_object_get(amqp, "exchange")),
+               (long long)json_integer_value(json_object_get(amqp, "events_waiting")));
+    else if (json_is_object(amqp))
+        printf("amqp: not connected: %s; %lld events waiting (kept in the store)\n",
+               json_string_value(json_object_get(amqp, "error"))
+                   ? json_string_value(json_object_get(amqp, "error")) : "?",
+               (long long)json_integer_value(json_object_get(amqp, "events_waiting")));
     json_t *slurm = json_object_get(reply, "slurm");
     if (json_is_object(slurm) && json_is_true(json_object_get(slurm, "up")))
         printf("slurm: up, %lld jobs tracked\n",

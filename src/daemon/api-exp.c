@@ -78,13 +78,13 @@ void api_exp_show(struct http_req *r, const struct api_caller *who, const struct
 /* The exp_run request for def, as `drover exp run` makes it (cli/cmd-exp.c), in workdir with
  * the basic environment of who. */
 static json_t *api_exp_request(const struct exp_def *def, unsigned seed, const char *workdir,
-                               const struct api_caller *who, const struct passwd *pw)
+                               const struct peer *who, const struct passwd *pw)
 {
     json_t *tasks = json_array();
     for (size_t i = 0; i < def->ntasks; i++)
         json_array_append_new(tasks, exp_task_to_json(&def->tasks[i]));
     json_t *env = json_pack("{s:s,s:s,s:s,s:s,s:s}", "HOME", pw ? pw->pw_dir : "/", "USER",
-                            who->peer.name, "LOGNAME", who->peer.name, "SHELL",
+                            who->name, "LOGNAME", who->name, "SHELL",
                             pw && pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh",
                             "PATH", "/usr/local/bin:/usr/bin:/bin");
     return json_pack("{s:s,s:s,s:s,s:O,s:o,s:i,s:I,s:I,s:o,s:s}", "op", "exp_run", "name",
@@ -92,6 +92,22 @@ static json_t *api_exp_request(const struct exp_def *def, unsigned seed, const c
                      "spec", def->spec, "tasks", tasks, "parallel", def->parallel, "space",
                      (json_int_t)def->space, "seed", (json_int_t)seed, "env", env, "workdir",
                      workdir);
+}
+
+json_t *api_exp_request_text(const char *text, size_t len, unsigned seed, const char *workdir,
+                             const struct peer *who, struct exp_def **def, char **err)
+{
+    *def = NULL;
+    if (exp_load_text("body", text, len, NULL, 0, seed, def, err) < 0)
+        return NULL;
+    json_t *req = api_exp_request(*def, seed, workdir, who, getpwuid(who->uid));
+    if (exp_request_check(req, NULL, err) < 0) {
+        json_decref(req);
+        exp_def_free(*def);
+        *def = NULL;
+        return NULL;
+    }
+    return req;
 }
 
 void api_exp_run(struct http_req *r, const struct api_caller *who, const struct api_params *p)
@@ -112,17 +128,11 @@ void api_exp_run(struct http_req *r, const struct api_caller *who, const struct 
         api_error(r, 400, NULL, "expected a template (YAML) in the body");
         goto out;
     }
-    if (exp_load_text("body", r->body, r->body_len, NULL, 0, (unsigned)seed, &def, &err) < 0) {
+    json_t *req = api_exp_request_text(r->body, r->body_len, (unsigned)seed, workdir,
+                                       &who->peer, &def, &err);
+    if (req == NULL) {
         api_error(r, 400, NULL, "%s", err);
         free(err);
-        goto out;
-    }
-    json_t *req = api_exp_request(def, (unsigned)seed, workdir, who, pw);
-    if (exp_request_check(req, NULL, &err) < 0) {
-        api_error(r, 400, NULL, "%s", err);
-        free(err);
-        json_decref(req);
-        exp_def_free(def);
         goto out;
     }
     json_t *reply = api_call(r, who, req);

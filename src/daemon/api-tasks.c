@@ -128,18 +128,20 @@ static json_t *api_submit_env(json_t *env, const struct passwd *pw, const char *
     return out;
 }
 
-/* One body field into the request. 0, or -1 after answering 400. */
-static int api_submit_field(struct http_req *r, json_t *req, const char *key, json_t *v)
+/* One body field into the request. 0, or -1 with *why (malloc'd) and *field. */
+static int api_submit_field(json_t *req, const char *key, json_t *v, char **why,
+                            const char **field)
 {
-    const char *rkey = api_submit_key(key), *why;
+    const char *rkey = api_submit_key(key), *bad;
     const struct request_field *f = request_field(rkey);
+    *field = key;
     if (f == NULL || !(f->doors & REQUEST_SUBMIT)) {
-        api_error(r, 400, key, "unknown field '%s'", key);
+        *why = xasprintf("unknown field '%s'", key);
         return -1;
     }
     if (json_object_get(req, rkey) != NULL) {
-        api_error(r, 400, key, "'%s' is given twice (as %s and %s)", rkey,
-                  strcmp(key, rkey) == 0 ? f->option : rkey, key);
+        *why = xasprintf("'%s' is given twice (as %s and %s)", rkey,
+                         strcmp(key, rkey) == 0 ? f->option : rkey, key);
         return -1;
     }
     if (f->type == REQUEST_COMMAND && json_is_string(v)) {
@@ -154,37 +156,49 @@ static int api_submit_field(struct http_req *r, json_t *req, const char *key, js
         json_object_set(req, rkey, v); /* request_check_submit judges it */
         return 0;
     }
-    json_t *value = request_value_from_text(f, json_string_value(v), &why);
+    json_t *value = request_value_from_text(f, json_string_value(v), &bad);
     if (value == NULL) {
-        api_error(r, 400, key, "%s '%s': %s", key, json_string_value(v), why);
+        *why = xasprintf("%s '%s': %s", key, json_string_value(v), bad);
         return -1;
     }
     json_object_set_new(req, rkey, value);
     return 0;
 }
 
-void api_tasks_submit(struct http_req *r, const struct api_caller *who,
-                      const struct api_params *p)
+json_t *api_submit_request(json_t *body, const struct peer *who, char **why, const char **field)
 {
-    json_t *body = api_body_object(r), *v;
+    json_t *req = json_pack("{s:s}", "op", "submit"), *v;
     const char *key;
-    if (body == NULL)
-        return;
-    json_t *req = json_pack("{s:s}", "op", "submit");
     json_object_foreach(body, key, v) {
-        if (api_submit_field(r, req, key, v) < 0) {
+        if (api_submit_field(req, key, v, why, field) < 0) {
             json_decref(req);
-            json_decref(body);
-            return;
+            return NULL;
         }
     }
-    json_decref(body);
-    struct passwd *pw = getpwuid(who->peer.uid);
+    struct passwd *pw = getpwuid(who->uid);
     if (json_object_get(req, "workdir") == NULL)
         json_object_set_new(req, "workdir", json_string(pw ? pw->pw_dir : "/"));
     json_t *env = json_object_get(req, "env");
     if (env == NULL || json_is_object(env)) /* else request_check_submit refuses it */
-        json_object_set_new(req, "env", api_submit_env(env, pw, who->peer.name));
+        json_object_set_new(req, "env", api_submit_env(env, pw, who->name));
+    return req;
+}
+
+void api_tasks_submit(struct http_req *r, const struct api_caller *who,
+                      const struct api_params *p)
+{
+    json_t *body = api_body_object(r);
+    char *why;
+    const char *field;
+    if (body == NULL)
+        return;
+    json_t *req = api_submit_request(body, &who->peer, &why, &field);
+    json_decref(body);
+    if (req == NULL) {
+        api_error(r, 400, field, "%s", why);
+        free(why);
+        return;
+    }
     bool array = json_object_get(req, "array") != NULL;
     json_t *reply = api_call(r, who, req);
     if (reply == NULL)

@@ -28,6 +28,8 @@ void api_healthz(struct http_req *r, const struct api_caller *who, const struct 
                              db ? json_string("ok") : json_string(store_error(d->store)),
                              "gpus", d->gpus.count, "system", d->cfg.system);
     slurm_gpus_json(d, body); /* "slurm": {"up", …} when a cluster is set up; not a failure */
+    if (d->amqp != NULL) /* "amqp": {"up", …}: the broker away is not the daemon's failure */
+        json_object_set_new(body, "amqp", amqp_status(d));
     http_respond_json(r, db ? 200 : 503, body, NULL);
 }
 

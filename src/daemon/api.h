@@ -31,6 +31,19 @@ void api_error(struct http_req *r, int status, const char *field, const char *fm
  * 403) and its "field". */
 json_t *api_call(struct http_req *r, const struct api_caller *who, json_t *req);
 
+/* daemon/api-tasks.c: a submission body (POST /api/v1/tasks's JSON: request keys, or option
+ * names, values as JSON or as drover submit's text) made the socket's submit request for who
+ * (workdir: who's home; env: who's basics under `env`). NULL with *why (malloc'd) and *field
+ * when a field is unknown, given twice, or its text does not convert. The AMQP door
+ * (daemon/amqp.c) takes the same bodies. */
+json_t *api_submit_request(json_t *body, const struct peer *who, char **why, const char **field);
+/* daemon/api-exp.c: the exp_run request for a template's text (YAML or JSON) as who, with the
+ * checks `drover exp run` makes; NULL with *err (malloc'd). *def gets the parsed template
+ * (exp_def_free it). */
+struct exp_def;
+json_t *api_exp_request_text(const char *text, size_t len, unsigned seed, const char *workdir,
+                             const struct peer *who, struct exp_def **def, char **err);
+
 /* daemon/events.c: the event stream (/api/v1/events) and the webhooks that follow it. */
 void events_serve(struct http_req *r, const struct api_caller *who);
 

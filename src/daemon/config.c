@@ -2,6 +2,7 @@
  * and the defaults all come. */
 #include "daemon/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -108,6 +109,22 @@ static const struct config_key config_keys[] = {
     {"preempt-overruns", CONFIG_LIMIT, OFF(preempt_overruns), "2",
      "a task that did not exit within its preemption grace this often is no longer preemptible"
      " (none: never)"},
+    {"amqp", CONFIG_STRING, OFF(amqp), NULL,
+     "take submissions from RabbitMQ and publish events there: amqp://USER:PASS@HOST:PORT/VHOST"
+     " (docs/AMQP.md)"},
+    {"amqp-credentials", CONFIG_STRING, OFF(amqp_credentials), NULL,
+     "a file (mode 0600) holding USER:PASS for amqp, instead of the URL"},
+    {"amqp-queue", CONFIG_STRING, OFF(amqp_queue), "drover.submit",
+     "the queue submissions are taken from (declared durable)"},
+    {"amqp-exchange", CONFIG_STRING, OFF(amqp_exchange), "drover.events",
+     "the topic exchange events are published to (declared durable)"},
+    {"amqp-user", CONFIG_STRING, OFF(amqp_user), NULL,
+     "the drover user whose rights and limits messages have (default: the daemon's user; a"
+     " system daemon needs one, not root)"},
+    {"amqp-prefetch", CONFIG_LIMIT, OFF(amqp_prefetch), "64",
+     "messages taken from the queue before they are acknowledged"},
+    {"amqp-outbox", CONFIG_LIMIT, OFF(amqp_outbox), "100000",
+     "events kept in the store while the broker is away; beyond, the oldest are dropped"},
     {"user-gpus", CONFIG_LIMIT, OFF(user_limits.gpus), "none",
      "the most GPUs one user's running tasks may hold (user-gpus.NAME, user-gpus.@GROUP)"},
     {"user-running", CONFIG_LIMIT, OFF(user_limits.running), "none",
@@ -143,6 +160,141 @@ static const struct config_key *config_find(const char *name)
         if (strcmp(config_keys[i].name, name) == 0)
             return &config_keys[i];
     return NULL;
+}
+
+/* One %XX-decoded part of a URL (malloc'd), or NULL: a bad escape, or a NUL. */
+static char *config_url_part(const char *p, size_t n)
+{
+    char *out = xmalloc(n + 1), *o = out;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '%') {
+            *o++ = p[i];
+            continue;
+        }
+        if (i + 2 >= n || !isxdigit((unsigned char)p[i + 1]) ||
+            !isxdigit((unsigned char)p[i + 2])) {
+            free(out);
+            return NULL;
+        }
+        char hex[3] = {p[i + 1], p[i + 2], '\0'};
+        long v = strtol(hex, NULL, 16);
+        if (v == 0) {
+            free(out);
+            return NULL;
+        }
+        *o++ = (char)v;
+        i += 2;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* USER:PASS from the amqp-credentials file: mode 0600 or stricter, one line. */
+static int config_amqp_credentials(struct daemon_config *cfg, char **err)
+{
+    struct stat st;
+    int fd = open(cfg->amqp_credentials, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        *err = xasprintf("amqp-credentials %s: %s", cfg->amqp_credentials, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
+        close(fd);
+        *err = xasprintf("amqp-credentials %s: must be a file of this daemon's user, mode 0600"
+                         " (it holds a password)", cfg->amqp_credentials);
+        return -1;
+    }
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n < 0)
+        n = 0;
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    char *colon = strchr(buf, ':');
+    if (colon == NULL || colon == buf) {
+        *err = xasprintf("amqp-credentials %s: expected one line USER:PASS", cfg->amqp_credentials);
+        return -1;
+    }
+    free(cfg->amqp_login);
+    free(cfg->amqp_password);
+    cfg->amqp_login = xstrndup(buf, (size_t)(colon - buf));
+    cfg->amqp_password = xstrdup(colon + 1);
+    return 0;
+}
+
+/* amqp = amqp://[USER[:PASS]@]HOST[:PORT][/VHOST] into its parts (vhost "/" when absent). */
+static int config_amqp(struct daemon_config *cfg, char **err)
+{
+    if (cfg->amqp == NULL) {
+        if (cfg->amqp_credentials != NULL) {
+            *err = xstrdup("amqp-credentials is set but amqp is not: no broker to log in to");
+            return -1;
+        }
+        return 0;
+    }
+    const char *u = cfg->amqp, *why = NULL;
+    if (strncmp(u, "amqp://", 7) != 0) {
+        *err = xasprintf("amqp '%s': expected amqp://USER:PASS@HOST:PORT/VHOST (amqps:// is not"
+                         " supported)", u);
+        return -1;
+    }
+    u += 7;
+    const char *slash = strchr(u, '/');
+    size_t auth_end = slash ? (size_t)(slash - u) : strlen(u);
+    const char *at = memrchr(u, '@', auth_end);
+    const char *host = at ? at + 1 : u;
+    size_t hostlen = (size_t)(u + auth_end - host);
+    cfg->amqp_port = 5672;
+    if (at != NULL) {
+        const char *colon = memchr(u, ':', (size_t)(at - u));
+        cfg->amqp_login = config_url_part(u, colon ? (size_t)(colon - u) : (size_t)(at - u));
+        cfg->amqp_password = colon ? config_url_part(colon + 1, (size_t)(at - colon - 1))
+                                   : xstrdup("");
+        if (cfg->amqp_login == NULL || cfg->amqp_password == NULL)
+            why = "a bad %XX escape in the user or password";
+    }
+    const char *pc = memchr(host, ':', hostlen);
+    if (why == NULL && pc != NULL) {
+        long long port;
+        char *text = xstrndup(pc + 1, (size_t)(host + hostlen - pc - 1));
+        if (parse_int(text, 1, 65535, &port, &why) < 0)
+            why = "the port must be a number from 1 to 65535";
+        free(text);
+        cfg->amqp_port = (int)port;
+        hostlen = (size_t)(pc - host);
+    }
+    if (why == NULL && hostlen == 0)
+        why = "no host";
+    if (why == NULL) {
+        cfg->amqp_host = xstrndup(host, hostlen);
+        cfg->amqp_vhost = slash && slash[1] ? config_url_part(slash + 1, strlen(slash + 1))
+                                            : xstrdup("/");
+        if (cfg->amqp_vhost == NULL)
+            why = "a bad %XX escape in the vhost";
+    }
+    if (why != NULL) {
+        *err = xasprintf("amqp: %s (expected amqp://USER:PASS@HOST:PORT/VHOST)", why);
+        return -1;
+    }
+    if (cfg->amqp_credentials != NULL && config_amqp_credentials(cfg, err) < 0)
+        return -1;
+    if (cfg->amqp_login == NULL) {
+        cfg->amqp_login = xstrdup("guest");
+        cfg->amqp_password = xstrdup("guest");
+    }
+    if (cfg->amqp_prefetch <= 0 || cfg->amqp_prefetch > 65535) {
+        *err = xstrdup("amqp-prefetch must be from 1 to 65535");
+        return -1;
+    }
+    if (cfg->system && cfg->amqp_user == NULL) {
+        *err = xstrdup("amqp needs amqp-user on a system daemon: the drover user messages act as"
+                       " (not root)");
+        return -1;
+    }
+    return 0;
 }
 
 /* policy and the las knobs into their parsed fields. */
@@ -575,7 +727,7 @@ static int config_http(struct daemon_config *cfg, char **err)
         *err = xasprintf("shared-dir '%s' is not an absolute path", cfg->shared_dir);
         return -1;
     }
-    if (config_las(cfg, err) < 0)
+    if (config_las(cfg, err) < 0 || config_amqp(cfg, err) < 0)
         return -1;
     if (cfg->slurm_poll_ms < 100) {
         *err = xstrdup("slurm-poll must be at least 100ms");
@@ -665,6 +817,18 @@ void config_free(struct daemon_config *cfg)
     free(cfg->las_starve_total);
     free(cfg->las_protect_wait);
     free(cfg->las_mrl);
+    free(cfg->amqp);
+    free(cfg->amqp_credentials);
+    free(cfg->amqp_queue);
+    free(cfg->amqp_exchange);
+    free(cfg->amqp_user);
+    free(cfg->amqp_host);
+    free(cfg->amqp_vhost);
+    free(cfg->amqp_login);
+    free(cfg->amqp_password);
+    cfg->amqp = cfg->amqp_credentials = cfg->amqp_queue = cfg->amqp_exchange = NULL;
+    cfg->amqp_user = cfg->amqp_host = cfg->amqp_vhost = cfg->amqp_login = NULL;
+    cfg->amqp_password = NULL;
     cfg->policy = cfg->las_thresholds = cfg->las_min_run = cfg->las_starve = NULL;
     cfg->las_starve_total = cfg->las_protect_wait = cfg->las_mrl = NULL;
     cfg->shared_dir = cfg->slurm_partition = cfg->slurm_account = cfg->slurm_qos = NULL;

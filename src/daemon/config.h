@@ -78,6 +78,18 @@ struct daemon_config {
     int64_t las_starve_total_ms; /* -1 = las's default; 0 = off */
     int64_t las_protect_wait_ms; /* -1 = las's default; 0 = off */
     double las_mrl_factor;     /* < 0 = las's default; 0 = off */
+    /* RabbitMQ (daemon/amqp.c, docs/AMQP.md): the broker's URL (credentials in it, or in the
+     * amqp-credentials file), the intake queue, the events' exchange, whom messages act as. */
+    char *amqp;
+    char *amqp_credentials;
+    char *amqp_queue;
+    char *amqp_exchange;
+    char *amqp_user;
+    int amqp_prefetch;
+    int amqp_outbox;           /* events kept while the broker is away; the oldest go first */
+    /* parsed from amqp (and amqp-credentials) */
+    char *amqp_host, *amqp_vhost, *amqp_login, *amqp_password;
+    int amqp_port;
     /* Where the daemon lives (flags only, not in drover.conf): */
     bool system;               /* --system: every local user's daemon (docs/CLI.md) */
     char *state_dir;           /* --state-dir, or NULL: the mode's default */

@@ -122,6 +122,7 @@ struct daemon {
     struct http *http;        /* the HTTP API, dashboard and /metrics (daemon/http.c) */
     struct events *events;    /* the event backlog and its streams (daemon/events.c) */
     struct notify *notify;    /* webhooks being delivered (daemon/notify.c) */
+    struct amqp *amqp;        /* the RabbitMQ door, when `amqp` is set (daemon/amqp.c) */
     struct api_state *api;    /* the API's own state (daemon/api*.c) */
     struct slurm_backend *slurm; /* the Slurm backend, when shared-dir is set (daemon/slurm.c) */
     core_time started;        /* when this daemon started (/healthz) */
@@ -172,6 +173,20 @@ void events_stage_experiment(struct daemon *d, const char *name, const char *sta
                              const char *reason);
 /* telemetry.c: the sample just taken (rows of the GPUs that answered), published at once. */
 void events_gpu(struct daemon *d, const struct gpu_row *rows, size_t n, core_time now);
+
+/* ---- daemon/amqp.c: RabbitMQ (docs/AMQP.md) ------------------------------------------------ */
+/* Starts the door when `amqp` is set (the broker may be away: it keeps trying); -1 with *err on
+ * a setting that cannot work (amqp-user). */
+int amqp_start(struct daemon *d, char **err);
+void amqp_stop(struct daemon *d);
+/* Inside the transaction of the change: the event (the HTTP stream's data JSON) goes to the
+ * outbox with routing key KIND.WHAT.STATE. Nothing without the door. */
+void amqp_stage_event(struct daemon *d, const char *kind, const char *what, const char *state,
+                      json_t *data);
+/* The transaction ended (events.c's hook): what it wrote is published once committed. */
+void amqp_txn_end(struct daemon *d, bool committed);
+/* gpus --json's "amqp" (null without the door). */
+json_t *amqp_status(struct daemon *d);
 
 /* ---- daemon/notify.c: webhooks -------------------------------------------------------------- */
 /* Starts delivering the outbox (what an earlier daemon left too); stop drops what is in flight

@@ -139,13 +139,14 @@ static void events_txn_end(void *arg, bool committed)
     }
     ev->nstaged = 0;
     notify_txn_end(d, committed);
+    amqp_txn_end(d, committed);
 }
 
 /* Whether anyone could ever read an event: without the HTTP listener (the setting is read at
  * start) none is made, so that a daemon without it pays nothing on the task path. */
 static bool events_wanted(const struct daemon *d)
 {
-    return d->events != NULL && d->http != NULL;
+    return d->events != NULL && (d->http != NULL || d->amqp != NULL);
 }
 
 static json_t *events_int_or_null(long long v, bool known)
@@ -166,8 +167,12 @@ void events_stage_task(struct daemon *d, int64_t task, enum task_state state,
                              reason ? json_string(reason) : json_null(), "time",
                              (json_int_t)now);
     json_decref(brief);
-    if (data != NULL)
-        events_stage(d, EV_TASK, data);
+    if (data == NULL)
+        return;
+    char id[24];
+    snprintf(id, sizeof id, "%lld", (long long)task);
+    amqp_stage_event(d, "task", id, task_state_name(state), data);
+    events_stage(d, EV_TASK, data);
 }
 
 void events_stage_attempt_start(struct daemon *d, int64_t task, int attempt,
@@ -202,10 +207,13 @@ void events_stage_experiment(struct daemon *d, const char *name, const char *sta
 {
     if (!events_wanted(d))
         return;
-    events_stage(d, EV_EXPERIMENT,
-                 json_pack("{s:s,s:s,s:o,s:I}", "name", name, "state", state, "reason",
-                           reason ? json_string(reason) : json_null(), "time",
-                           (json_int_t)daemon_now()));
+    json_t *data = json_pack("{s:s,s:s,s:o,s:I}", "name", name, "state", state, "reason",
+                             reason ? json_string(reason) : json_null(), "time",
+                             (json_int_t)daemon_now());
+    if (data == NULL)
+        return;
+    amqp_stage_event(d, "experiment", name, state, data);
+    events_stage(d, EV_EXPERIMENT, data);
 }
 
 void events_gpu(struct daemon *d, const struct gpu_row *rows, size_t n, core_time now)

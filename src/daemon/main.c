@@ -234,6 +234,7 @@ static void daemon_events(struct daemon *d)
 static void daemon_free(struct daemon *d)
 {
     group_stop(d); /* first: its commit publishes events and answers clients */
+    amqp_stop(d);  /* what it took and did not ack goes back to the queue */
     telemetry_stop(d);
     notify_stop(d);
     slurm_backend_stop(d);
@@ -392,7 +393,7 @@ int daemon_main(int argc, char **argv)
     group_start(&d);
     disk_start(&d);
     daemon_start_zygote(&d);
-    if (slurm_backend_start(&d, &err) < 0)
+    if (slurm_backend_start(&d, &err) < 0 || amqp_start(&d, &err) < 0)
         goto fail;
     int rc = daemon_restore(&d, &err) < 0 || telemetry_start(&d, &err) < 0
                  ? -1

@@ -363,6 +363,33 @@ char *metrics_render(const json_t *snapshot)
     if (format_number(json_object_get(s, "preemptions"), 1, value))
         family_sample(&preempt, "", NULL, value);
 
+    const json_t *amqp = json_object_get(s, "amqp");
+    if (json_is_object(amqp)) {
+        render_scalar(&out, "drover_amqp_up",
+                      "1 when the daemon is connected to its RabbitMQ broker, 0 when not.",
+                      format_bool(json_object_get(amqp, "up"), value), value);
+        render_scalar(&out, "drover_amqp_events_waiting",
+                      "Events in the store not yet confirmed by the broker.",
+                      format_number(json_object_get(amqp, "events_waiting"), 1, value), value);
+        struct family dropped = {"drover_amqp_events_dropped_total", "counter",
+                                 "Events dropped while the broker was away (amqp-outbox).",
+                                 &out, false};
+        if (format_number(json_object_get(amqp, "events_dropped"), 1, value))
+            family_sample(&dropped, "", NULL, value);
+        struct family published = {"drover_amqp_events_published_total", "counter",
+                                   "Events published to the broker since the daemon started"
+                                   " (again after a reconnection too).", &out, false};
+        if (format_number(json_object_get(amqp, "events_published"), 1, value))
+            family_sample(&published, "", NULL, value);
+        struct family msgs = {"drover_amqp_messages_total", "counter",
+                              "Messages taken from the intake queue since the daemon started,"
+                              " by result.", &out, false};
+        const json_t *m = json_object_get(amqp, "messages");
+        static const char *const results[] = {"accepted", "duplicate", "rejected"};
+        for (size_t i = 0; i < 3; i++)
+            keyed_sample(&msgs, "result", results[i], json_object_get(m, results[i]));
+    }
+
     const json_t *slurm = json_object_get(s, "slurm");
     if (json_is_object(slurm)) {
         render_scalar(&out, "drover_slurm_up",

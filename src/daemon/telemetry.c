@@ -557,6 +557,7 @@ json_t *telemetry_snapshot(struct daemon *d)
     json_object_set_new(snap, "store_commits", json_integer((json_int_t)store_commits(d->store)));
     json_object_set_new(snap, "policy", json_string(d->cfg.las ? "las" : "drover"));
     json_object_set_new(snap, "preemptions", json_integer((json_int_t)d->preemptions));
+    json_object_set_new(snap, "amqp", amqp_status(d));
     slurm_gpus_json(d, snap);
     return snap;
 }

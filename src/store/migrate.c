@@ -101,6 +101,11 @@ static const char *const store_migrations[] = {
      * parentheses tell clang that the two literals are one element on purpose.) */
     ("ALTER TABLE tasks ADD COLUMN begin_ms INTEGER NOT NULL DEFAULT 0;"
      "ALTER TABLE tasks ADD COLUMN off_peak INTEGER NOT NULL DEFAULT 0;"),
+    /* RabbitMQ (issue 16): the events not yet confirmed by the broker, in the order they
+     * happened (written in the transaction of the change they announce), and how many were
+     * dropped while it was away (settings 'amqp_dropped'). */
+    "CREATE TABLE amqp_outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, routing_key TEXT NOT NULL,"
+    " body TEXT NOT NULL, created INTEGER NOT NULL);",
 };
 
 int store_migrate(struct store *st)

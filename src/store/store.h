@@ -30,6 +30,20 @@ const char *store_error(struct store *st);
  * SQLITE_IOERR for a failed read or write. */
 int store_error_code(struct store *st);
 
+/* RabbitMQ's outbox (store/amqp.c): an event for the exchange, inside the transaction of the
+ * change it announces; beyond `max` rows (0: no bound) the oldest are dropped: *dropped of them
+ * (added to the 'amqp_dropped' setting). 0, or -1. */
+int store_amqp_event(struct store *st, const char *routing_key, const char *body,
+                     core_time now, int64_t max, int64_t *dropped);
+/* The events after id `after`, oldest first, at most limit: fn for each; returns how many, or
+ * -1. */
+typedef void (*store_amqp_fn)(void *arg, int64_t id, const char *routing_key, const char *body);
+int store_amqp_pending(struct store *st, int64_t after, int limit, store_amqp_fn fn, void *arg);
+/* The broker confirmed these: gone from the outbox. 0, or -1. */
+int store_amqp_confirmed(struct store *st, const int64_t *ids, size_t n);
+/* Events waiting, and dropped since the state directory was made. 0, or -1. */
+int store_amqp_counts(struct store *st, int64_t *waiting, int64_t *dropped);
+
 /* Daemon settings that outlive a restart (e.g. "draining" = "1"). store_setting returns a
  * malloc'd value or NULL. */
 int store_set_setting(struct store *st, const char *key, const char *value);
