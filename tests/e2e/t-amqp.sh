@@ -11,7 +11,7 @@
 amqp_start
 mkdir -p "$DROVER_HOME"
 cd "$TMP"
-tool() { /usr/bin/python3 "$TESTDIR/amqp_tool.py" "$@"; }
+tool() { amqp_tool "$@"; }
 said() { "$@" 2>&1 || true; }
 amqp_json() { drover gpus --json | python3 -c "import json,sys; v=json.load(sys.stdin)['amqp']$1; print(json.dumps(v) if not isinstance(v,str) else v)"; }
 amqp_up() { [ "$(amqp_json '["up"]')" = true ]; }
@@ -127,11 +127,11 @@ exp_msg=$(python3 -c 'import json; print(json.dumps({"experiment": "apiVersion: 
 tool publish "$AMQP_URL" drover.submit "$exp_msg" --message-id e1
 tool publish "$AMQP_URL" drover.submit "$exp_msg" --message-id e1
 wait_until 30 queue_empty
-exp_done() { [ "$(drover exp show viaq --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = succeeded ]; }
+exp_done() { [ "$(drover exp show viaq --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = done ]; }
 wait_until 60 exp_done
 expect_eq "$(drover exp ls --json | python3 -c 'import json,sys; print(len([e for e in json.load(sys.stdin) if e["name"]=="viaq"]))')" 1 "experiments named viaq"
 wait_until 30 waiting_is 0
-tool drain "$AMQP_URL" ev | grep -q '"routing_key": "experiment.viaq.succeeded"' || fail "no experiment event"
+tool drain "$AMQP_URL" ev | grep -q '"routing_key": "experiment.viaq.done"' || fail "no experiment event"
 
 t "the broker away: scheduling goes on, events wait in the store, arrive once it is back"
 tool drain "$AMQP_URL" ev >/dev/null
