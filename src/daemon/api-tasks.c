@@ -193,9 +193,10 @@ void api_tasks_submit(struct http_req *r, const struct api_caller *who,
     if (body == NULL)
         return;
     json_t *req = api_submit_request(body, &who->peer, &why, &field);
+    if (req == NULL) /* field is one of body's keys: answered before body goes */
+        api_error(r, 400, field, "%s", why);
     json_decref(body);
     if (req == NULL) {
-        api_error(r, 400, field, "%s", why);
         free(why);
         return;
     }

@@ -34,7 +34,8 @@ json_t *api_call(struct http_req *r, const struct api_caller *who, json_t *req);
 /* daemon/api-tasks.c: a submission body (POST /api/v1/tasks's JSON: request keys, or option
  * names, values as JSON or as drover submit's text) made the socket's submit request for who
  * (workdir: who's home; env: who's basics under `env`). NULL with *why (malloc'd) and *field
- * when a field is unknown, given twice, or its text does not convert. The AMQP door
+ * (one of body's keys: valid while body is) when a field is unknown, given twice, or its text
+ * does not convert. The AMQP door
  * (daemon/amqp.c) takes the same bodies. */
 json_t *api_submit_request(json_t *body, const struct peer *who, char **why, const char **field);
 /* daemon/api-exp.c: the exp_run request for a template's text (YAML or JSON) as who, with the
