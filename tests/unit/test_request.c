@@ -383,6 +383,35 @@ static void test_settings(void **state)
     assert_int_equal(cfg.preempt_overruns, 0);
     config_free(&cfg);
 
+    /* amqp: the URL's parts, %XX escapes, defaults. */
+    assert_int_equal(load(&cfg, "--amqp", "amqp://bot:p%40ss@mq.example.com:5673/ml%2Fprod", &err),
+                     0);
+    assert_string_equal(cfg.amqp_host, "mq.example.com");
+    assert_int_equal(cfg.amqp_port, 5673);
+    assert_string_equal(cfg.amqp_login, "bot");
+    assert_string_equal(cfg.amqp_password, "p@ss");
+    assert_string_equal(cfg.amqp_vhost, "ml/prod");
+    assert_string_equal(cfg.amqp_queue, "drover.submit");
+    assert_string_equal(cfg.amqp_exchange, "drover.events");
+    config_free(&cfg);
+    assert_int_equal(load(&cfg, "--amqp", "amqp://127.0.0.1", &err), 0);
+    assert_int_equal(cfg.amqp_port, 5672);
+    assert_string_equal(cfg.amqp_vhost, "/");
+    assert_string_equal(cfg.amqp_login, "guest");
+    config_free(&cfg);
+    static const char *const bad_amqp[] = {"http://h/", "amqp://", "amqp://h:0/", "amqp://h:x/",
+                                           "amqp://u:%zz@h/", "amqps://h/"};
+    for (size_t i = 0; i < sizeof bad_amqp / sizeof bad_amqp[0]; i++) {
+        assert_int_equal(load(&cfg, "--amqp", bad_amqp[i], &err), -1);
+        assert_non_null(strstr(err, "amqp"));
+        free(err);
+        config_free(&cfg);
+    }
+    assert_int_equal(load(&cfg, "--amqp-credentials", "/nonexistent", &err), -1);
+    assert_non_null(strstr(err, "amqp-credentials is set but amqp is not"));
+    free(err);
+    config_free(&cfg);
+
     /* Checked once all are read (from the file or a flag): the line names the setting. */
     static const char *const bad_las[][2] = {
         {"--policy", "sjf"},       {"--las-thresholds", "10,1"}, {"--las-thresholds", "1,"},
