@@ -7,11 +7,14 @@
  * Plays the daemon's loop: waits on the notify descriptor, takes the items, acks, rejects and
  * publishes; what the broker holds it asks amqp_tool.py and rabbitmqctl. The broker goes away
  * and comes back by `rabbitmqctl stop_app` / `start_app` (the node's VM stays, its listener and
- * connections go). Prints one line per check; the first failed check ends it (exit 1). */
+ * connections go), and freezes by SIGSTOP to its VM (RABBITMQ_PID_FILE names it). Prints one
+ * line per check; the first failed check ends it (exit 1). */
 #include "daemon/amqp-io.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -225,6 +228,64 @@ static void check_refused(void)
     check_ok("amqp_io_stop returns at once while waiting to retry");
 }
 
+/* A wrong password: down, and the error is the broker's refusal of the login. */
+static void check_access_refused(void)
+{
+    struct amqp_io_config cfg = {.host = "127.0.0.1", .port = check_port, .user = "guest",
+                                 .password = "not-the-password", .heartbeat_s = 4};
+    int fd;
+    char *err = NULL;
+    struct amqp_io *io = amqp_io_start(&cfg, &fd, &err);
+    if (!io)
+        check_fail("amqp_io_start: %s", err);
+    struct amqp_in down = check_next(io, fd, AMQP_IN_STATE, "wrong password: state");
+    if (down.up || !down.error || !strstr(down.error, "login") ||
+        !strstr(down.error, "ACCESS_REFUSED"))
+        check_fail("wrong password: up %d, error '%s'", down.up, down.error ? down.error : "(none)");
+    printf("   (error: %s)\n", down.error);
+    check_free(&down);
+    amqp_io_stop(io);
+    check_ok("wrong password: STATE down, the error says the login was refused");
+}
+
+/* The broker freezes (SIGSTOP: a hung machine, a partition — no FIN, no RST): two heartbeats of
+ * silence make the connection down, and a publish made meanwhile is never confirmed; once the
+ * broker thaws, up again and the publish made again is confirmed. */
+static void check_frozen(struct amqp_io *io, int fd, int heartbeat_s)
+{
+    const char *pidfile = getenv("RABBITMQ_PID_FILE");
+    FILE *f = pidfile ? fopen(pidfile, "r") : NULL;
+    long pid = 0;
+    if (!f || fscanf(f, "%ld", &pid) != 1 || pid <= 0)
+        check_fail("frozen: no broker pid in RABBITMQ_PID_FILE (%s)", pidfile ? pidfile : "unset");
+    fclose(f);
+    if (kill((pid_t)pid, SIGSTOP) != 0)
+        check_fail("frozen: kill -STOP %ld: %s", pid, strerror(errno));
+    int64_t t0 = check_now_ms();
+    amqp_io_publish(io, 200, "task.20.x", "{}");
+    struct amqp_in st = check_next(io, fd, AMQP_IN_STATE, "frozen broker");
+    int64_t took = check_now_ms() - t0;
+    kill((pid_t)pid, SIGCONT);
+    if (st.up || !st.error || !strstr(st.error, "heartbeat"))
+        check_fail("frozen: up %d, error '%s'", st.up, st.error ? st.error : "(none)");
+    if (took > (3 * heartbeat_s + 2) * 1000)
+        check_fail("frozen: down after %" PRId64 " ms, heartbeat %d s", took, heartbeat_s);
+    printf("   (error: %s; after %" PRId64 " ms)\n", st.error, took);
+    check_free(&st);
+    if (check_how_many(AMQP_IN_CONFIRM))
+        check_fail("frozen: a CONFIRM from a frozen broker");
+    check_ok("frozen broker: STATE down within about two heartbeats, the publish not confirmed");
+    for (;;) {
+        st = check_next(io, fd, AMQP_IN_STATE, "thawed broker");
+        bool up = st.up;
+        check_free(&st);
+        if (up)
+            break;
+    }
+    amqp_io_publish(io, 200, "task.20.x", "{}");
+    check_confirm(io, fd, 200, "thawed broker: up again, the publish made again is confirmed");
+}
+
 int main(int argc, char **argv)
 {
     check_url = getenv("AMQP_URL");
@@ -238,6 +299,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     check_refused();
+    check_access_refused();
 
     struct amqp_io_config cfg = {
         .host = "127.0.0.1", .port = check_port, .vhost = "/", .user = "guest",
@@ -366,6 +428,8 @@ int main(int argc, char **argv)
             check_fail("a DELIVERY of %s nobody published", check_inbox[i].message_id);
     }
     check_ok("no other item: the publish made while down never confirmed, the old ack harmless");
+
+    check_frozen(io, fd, cfg.heartbeat_s);
 
     /* Stop with a delivery not acked: prompt, and the broker keeps the message. */
     check_tool_publish("{}", "m4", 1);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The AMQP I/O thread (daemon/amqp-io.c) alone against a real RabbitMQ node: connect, deliveries
-# with ack, reject and prefetch, publishes with confirms, the broker away and back (generations,
-# redelivery), stop. The checks are in tests/amqp/amqp_io_check.c; this starts the node
+# The AMQP I/O thread (daemon/amqp-io.c) alone against a real RabbitMQ node: no broker, a wrong
+# password, connect, deliveries with ack, reject and prefetch, publishes with confirms, the broker
+# away and back (generations, redelivery), the broker frozen (heartbeats), stop. The checks are in tests/amqp/amqp_io_check.c; this starts the node
 # (amqp-lib.sh) and runs it. Then the fixture's own stop and restart: the same node, its durable
 # queue and persistent message still there.
 . "$(dirname "$0")/lib.sh"
