@@ -71,6 +71,8 @@ static void check_collect(struct amqp_io *io, int fd, int ms)
         return;
     struct amqp_in *items;
     size_t n = amqp_io_take(io, &items);
+    if (n == 0)
+        return; /* a wake-up for items taken already */
     if (check_n + n > check_cap) {
         check_cap = 2 * (check_n + n);
         check_inbox = realloc(check_inbox, check_cap * sizeof *check_inbox);

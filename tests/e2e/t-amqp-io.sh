@@ -10,7 +10,10 @@
 CHECK=${DROVER_BUILD:-$(dirname "$DROVER")}/tests/amqp/amqp_io_check
 [ -x "$CHECK" ] || fail "no $CHECK (make amqp_io_check)"
 amqp_start
-AMQP_TOOL_PY=$AMQP_TOOL_PY "$CHECK" "$AMQP_PORT" || fail "amqp_io_check failed"
+AMQP_TOOL_PY=$AMQP_TOOL_PY "$CHECK" "$AMQP_PORT" 2>&1 | tee "$TMP/check.out" || fail "amqp_io_check failed"
+# A sanitizer build (make asan) reports UBSan's findings and goes on: they fail the test all the same.
+! grep -qE "AddressSanitizer|LeakSanitizer|runtime error:" "$TMP/check.out" ||
+    fail "amqp_io_check: a sanitizer report (above)"
 
 t "the fixture: amqp_stop_broker, amqp_start_broker keep the node's data"
 # amqp_io_check left one message (m4) ready in check.submit.
