@@ -587,7 +587,8 @@ static char *amqp_io_serve(struct amqp_io *io)
             return xasprintf("connection lost: no heartbeat from the broker in %" PRId64 " ms",
                              silent_ms);
         }
-        struct pollfd fds[2] = {{.fd = sock, .events = POLLIN}, {.fd = io->wake_fd, .events = POLLIN}};
+        struct pollfd fds[2] = {{.fd = sock, .events = POLLIN},
+                                {.fd = io->wake_fd, .events = POLLIN}};
         bool buffered = amqp_frames_enqueued(io->conn) || amqp_data_in_buffer(io->conn);
         int timeout_ms = buffered ? 0 : heartbeat_ms > 0 ? heartbeat_ms / 4 : -1;
         if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)

@@ -28,7 +28,8 @@ amqp_start() {
         command -v "$cmd" >/dev/null || skip "no $cmd (apt-get install rabbitmq-server)"
     done
     id rabbitmq >/dev/null 2>&1 || skip "no user rabbitmq (apt-get install rabbitmq-server)"
-    /usr/bin/python3 -c 'import pika' 2>/dev/null || skip "no pika for /usr/bin/python3 (apt-get install python3-pika)"
+    /usr/bin/python3 -c 'import pika' 2>/dev/null ||
+        skip "no pika for /usr/bin/python3 (apt-get install python3-pika)"
     amqp_stop_leftovers
     AMQP_DIR=$TMP/rabbitmq
     chmod 0711 "$TMP" # the user rabbitmq reaches its directory through it
