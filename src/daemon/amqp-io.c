@@ -8,9 +8,10 @@
  *   flight while its RPCs wait for their replies. Every RPC is bounded by AMQP_IO_RPC_TIMEOUT_MS.
  * - serve: one poll() on the socket and the wake eventfd; then every frame librabbitmq has or can
  *   read without waiting, then the loop's commands in order. poll's timeout is a quarter of the
- *   heartbeat, so that librabbitmq (which sends a heartbeat from inside its read calls) sends one
- *   in time; the broker's silence for two heartbeats is a dead connection (its own timer only
- *   fires inside a blocking read, which this thread never makes while serving).
+ *   heartbeat, so that librabbitmq (which sends a heartbeat, and notices the broker's silence
+ *   for two, from inside its read calls) does both in time; the thread also times the silence
+ *   itself, a backstop that does not depend on how librabbitmq's timers treat a read that
+ *   does not wait.
  * - down: the connection is dropped (politely where it still can be), every unconfirmed publish
  *   forgotten (the loop publishes it again), AMQP_IN_STATE down reported with the wait before the
  *   next try: 1 s after a connection that was up, doubling on each failed try up to 60 s.
@@ -583,10 +584,11 @@ static char *amqp_io_serve(struct amqp_io *io)
         int64_t silent_ms = amqp_io_now_ms() - io->heard_ms;
         if (heartbeat_ms > 0 && silent_ms > 2 * (int64_t)heartbeat_ms) {
             io->polite = false;
-            return xasprintf("connection lost: no word from the broker in %" PRId64 " ms",
+            return xasprintf("connection lost: no heartbeat from the broker in %" PRId64 " ms",
                              silent_ms);
         }
-        struct pollfd fds[2] = {{.fd = sock, .events = POLLIN}, {.fd = io->wake_fd, .events = POLLIN}};
+        struct pollfd fds[2] = {{.fd = sock, .events = POLLIN},
+                                {.fd = io->wake_fd, .events = POLLIN}};
         bool buffered = amqp_frames_enqueued(io->conn) || amqp_data_in_buffer(io->conn);
         int timeout_ms = buffered ? 0 : heartbeat_ms > 0 ? heartbeat_ms / 4 : -1;
         if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)

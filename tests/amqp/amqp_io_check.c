@@ -7,11 +7,15 @@
  * Plays the daemon's loop: waits on the notify descriptor, takes the items, acks, rejects and
  * publishes; what the broker holds it asks amqp_tool.py and rabbitmqctl. The broker goes away
  * and comes back by `rabbitmqctl stop_app` / `start_app` (the node's VM stays, its listener and
- * connections go). Prints one line per check; the first failed check ends it (exit 1). */
+ * connections go), and freezes by SIGSTOP to its VM (RABBITMQ_PID_FILE names it). Prints one
+ * line per check; the first failed check ends it (exit 1). With AMQP_IO_BENCH=N, then also
+ * the thread's rates (check_bench). */
 #include "daemon/amqp-io.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,8 +33,8 @@ static const char *check_url, *check_tool, *check_node;
 static int check_port;
 
 /* What the thread handed over and the checks have not used yet, oldest first. */
-static struct amqp_in check_inbox[256];
-static size_t check_n;
+static struct amqp_in *check_inbox;
+static size_t check_n, check_cap;
 static int check_count;
 
 static void check_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -67,8 +71,14 @@ static void check_collect(struct amqp_io *io, int fd, int ms)
         return;
     struct amqp_in *items;
     size_t n = amqp_io_take(io, &items);
-    if (check_n + n > sizeof check_inbox / sizeof *check_inbox)
-        check_fail("more than %zu items unread", sizeof check_inbox / sizeof *check_inbox);
+    if (n == 0)
+        return; /* a wake-up for items taken already */
+    if (check_n + n > check_cap) {
+        check_cap = 2 * (check_n + n);
+        check_inbox = realloc(check_inbox, check_cap * sizeof *check_inbox);
+        if (!check_inbox)
+            check_fail("out of memory");
+    }
     memcpy(check_inbox + check_n, items, n * sizeof *items);
     check_n += n;
     free(items); /* the strings now belong to the inbox */
@@ -225,6 +235,100 @@ static void check_refused(void)
     check_ok("amqp_io_stop returns at once while waiting to retry");
 }
 
+/* A wrong password: down, and the error is the broker's refusal of the login. */
+static void check_access_refused(void)
+{
+    struct amqp_io_config cfg = {.host = "127.0.0.1", .port = check_port, .user = "guest",
+                                 .password = "not-the-password", .heartbeat_s = 4};
+    int fd;
+    char *err = NULL;
+    struct amqp_io *io = amqp_io_start(&cfg, &fd, &err);
+    if (!io)
+        check_fail("amqp_io_start: %s", err);
+    struct amqp_in down = check_next(io, fd, AMQP_IN_STATE, "wrong password: state");
+    if (down.up || !down.error || !strstr(down.error, "login") ||
+        !strstr(down.error, "ACCESS_REFUSED"))
+        check_fail("wrong password: up %d, error '%s'", down.up, down.error ? down.error : "(none)");
+    printf("   (error: %s)\n", down.error);
+    check_free(&down);
+    amqp_io_stop(io);
+    check_ok("wrong password: STATE down, the error says the login was refused");
+}
+
+/* The broker freezes (SIGSTOP: a hung machine, a partition — no FIN, no RST): two heartbeats of
+ * silence make the connection down, and a publish made meanwhile is never confirmed; once the
+ * broker thaws, up again and the publish made again is confirmed. */
+static void check_frozen(struct amqp_io *io, int fd, int heartbeat_s)
+{
+    const char *pidfile = getenv("RABBITMQ_PID_FILE");
+    FILE *f = pidfile ? fopen(pidfile, "r") : NULL;
+    long pid = 0;
+    if (!f || fscanf(f, "%ld", &pid) != 1 || pid <= 0)
+        check_fail("frozen: no broker pid in RABBITMQ_PID_FILE (%s)", pidfile ? pidfile : "unset");
+    fclose(f);
+    if (kill((pid_t)pid, SIGSTOP) != 0)
+        check_fail("frozen: kill -STOP %ld: %s", pid, strerror(errno));
+    int64_t t0 = check_now_ms();
+    amqp_io_publish(io, 200, "task.20.x", "{}");
+    struct amqp_in st = check_next(io, fd, AMQP_IN_STATE, "frozen broker");
+    int64_t took = check_now_ms() - t0;
+    kill((pid_t)pid, SIGCONT);
+    if (st.up || !st.error || !strstr(st.error, "heartbeat"))
+        check_fail("frozen: up %d, error '%s'", st.up, st.error ? st.error : "(none)");
+    if (took > (3 * heartbeat_s + 2) * 1000)
+        check_fail("frozen: down after %" PRId64 " ms, heartbeat %d s", took, heartbeat_s);
+    printf("   (error: %s; after %" PRId64 " ms)\n", st.error, took);
+    check_free(&st);
+    if (check_how_many(AMQP_IN_CONFIRM))
+        check_fail("frozen: a CONFIRM from a frozen broker");
+    check_ok("frozen broker: STATE down within about two heartbeats, the publish not confirmed");
+    for (;;) {
+        st = check_next(io, fd, AMQP_IN_STATE, "thawed broker");
+        bool up = st.up;
+        check_free(&st);
+        if (up)
+            break;
+    }
+    amqp_io_publish(io, 200, "task.20.x", "{}");
+    check_confirm(io, fd, 200, "thawed broker: up again, the publish made again is confirmed");
+}
+
+/* AMQP_IO_BENCH=N: the thread's own rates, for docs/BENCHMARKS.md: N events published and all
+ * confirmed; N messages (queued beforehand by amqp_tool.py) delivered and acked, prefetch 64. */
+static void check_bench(int n)
+{
+    struct amqp_io_config cfg = {.host = "127.0.0.1", .port = check_port, .queue = "bench.submit",
+                                 .exchange = "bench.events", .prefetch = 64};
+    int fd;
+    char *err = NULL;
+    check_run("/usr/bin/python3 %s publish '%s' bench.submit '{\"cmd\": [\"true\"]}' "
+              "--message-id 'b{n}' --count %d", check_tool, check_url, n);
+    struct amqp_io *io = amqp_io_start(&cfg, &fd, &err);
+    if (!io)
+        check_fail("amqp_io_start: %s", err);
+    int64_t t0 = check_now_ms();
+    for (int i = 0; i < n; i++) {
+        struct amqp_in in = check_next(io, fd, AMQP_IN_DELIVERY, "bench: delivery");
+        amqp_io_ack(io, in.tag);
+        check_free(&in);
+    }
+    int64_t t1 = check_now_ms();
+    for (int i = 0; i < n; i++)
+        amqp_io_publish(io, i + 1, "task.1.running", "{\"id\":1,\"state\":\"running\"}");
+    for (int i = 0; i < n; i++) {
+        struct amqp_in in = check_next(io, fd, AMQP_IN_CONFIRM, "bench: confirm");
+        check_free(&in);
+    }
+    int64_t t2 = check_now_ms();
+    for (size_t i = 0; i < check_n; i++)
+        check_free(&check_inbox[i]);
+    check_n = 0;
+    amqp_io_stop(io);
+    printf("bench: %d deliveries acked in %" PRId64 " ms (%.0f/s); %d publishes confirmed in %"
+           PRId64 " ms (%.0f/s)\n", n, t1 - t0, n * 1000.0 / (double)(t1 - t0 + !(t1 - t0)), n,
+           t2 - t1, n * 1000.0 / (double)(t2 - t1 + !(t2 - t1)));
+}
+
 int main(int argc, char **argv)
 {
     check_url = getenv("AMQP_URL");
@@ -238,6 +342,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     check_refused();
+    check_access_refused();
 
     struct amqp_io_config cfg = {
         .host = "127.0.0.1", .port = check_port, .vhost = "/", .user = "guest",
@@ -367,6 +472,8 @@ int main(int argc, char **argv)
     }
     check_ok("no other item: the publish made while down never confirmed, the old ack harmless");
 
+    check_frozen(io, fd, cfg.heartbeat_s);
+
     /* Stop with a delivery not acked: prompt, and the broker keeps the message. */
     check_tool_publish("{}", "m4", 1);
     in = check_delivery(io, fd, "m4", "{}", false, "delivery before stop");
@@ -385,6 +492,10 @@ int main(int argc, char **argv)
     check_ok("after stop: the unacked message is ready for the next consumer");
     for (size_t i = 0; i < check_n; i++)
         check_free(&check_inbox[i]);
+    check_n = 0;
+    if (getenv("AMQP_IO_BENCH"))
+        check_bench(atoi(getenv("AMQP_IO_BENCH")));
+    free(check_inbox);
     printf("ok: %d checks in amqp_io_check\n", check_count);
     return 0;
 }

@@ -28,7 +28,8 @@ amqp_start() {
         command -v "$cmd" >/dev/null || skip "no $cmd (apt-get install rabbitmq-server)"
     done
     id rabbitmq >/dev/null 2>&1 || skip "no user rabbitmq (apt-get install rabbitmq-server)"
-    /usr/bin/python3 -c 'import pika' 2>/dev/null || skip "no pika for /usr/bin/python3 (apt-get install python3-pika)"
+    /usr/bin/python3 -c 'import pika' 2>/dev/null ||
+        skip "no pika for /usr/bin/python3 (apt-get install python3-pika)"
     amqp_stop_leftovers
     AMQP_DIR=$TMP/rabbitmq
     chmod 0711 "$TMP" # the user rabbitmq reaches its directory through it
@@ -59,16 +60,16 @@ amqp_start_broker() {
     rm -f "$RABBITMQ_PID_FILE"
     rabbitmq-server </dev/null >>"$AMQP_DIR/out.log" 2>&1 &
     AMQP_SERVER_PID=$!
-    # await_startup needs the node to exist: the pid file comes first.
-    wait_until 60 amqp_pid_written
-    rabbitmqctl -q -n "$AMQP_NODE" await_startup --timeout 60 >>"$AMQP_DIR/out.log" 2>&1 ||
-        fail "the RabbitMQ node $AMQP_NODE did not start: $(tail -5 "$AMQP_DIR/out.log")"
+    wait_until 90 amqp_started
 }
 
-amqp_pid_written() {
+# amqp_started: the node runs and its application is up. await_startup answers at once (an
+# error) while the node's Erlang distribution is not up yet: the pid file comes first.
+amqp_started() {
     proc_gone "$AMQP_SERVER_PID" &&
-        fail "rabbitmq-server exited at once: $(tail -5 "$AMQP_DIR/out.log")"
-    [ -s "$RABBITMQ_PID_FILE" ]
+        fail "rabbitmq-server exited: $(tail -5 "$AMQP_DIR/out.log")"
+    [ -s "$RABBITMQ_PID_FILE" ] &&
+        rabbitmqctl -q -n "$AMQP_NODE" await_startup --timeout 60 >>"$AMQP_DIR/out.log" 2>&1
 }
 
 # amqp_stop_broker: stops the node (the Erlang VM and all) and waits until it is gone: the
