@@ -158,6 +158,24 @@ for task in sys.argv[2:]:
     assert states[-3:] == ["queued", "running", "succeeded"], (task, states)
 PY
 
+t "the outbox is bounded (amqp-outbox): while away the oldest events go, counted"
+amqp_stop_broker
+wait_until 60 amqp_down
+drover shutdown >/dev/null
+wait_until 10 bash -c "! [ -S '$DROVER_HOME/drover.sock' ]"
+echo "amqp-outbox = 3" >> "$DROVER_HOME/drover.conf"
+before=$(amqp_json '["events_dropped"]' 2>/dev/null || echo 0)
+for i in 1 2; do drover wait "$(drover submit --name "tiny$i" -- true)" >/dev/null; done
+last=$(task_named tiny2)
+[ "$(amqp_json '["events_waiting"]')" -le 3 ] || fail "more than 3 events kept: $(amqp_json '["events_waiting"]')"
+[ "$(amqp_json '["events_dropped"]')" -ge 3 ] || fail "dropped: $(amqp_json '["events_dropped"]')"
+amqp_start_broker
+wait_until 60 amqp_up
+wait_until 30 waiting_is 0
+tool drain "$AMQP_URL" ev > "$TMP/ev4"
+[ "$(wc -l < "$TMP/ev4")" -le 3 ] || fail "more than 3 events after the return: $(cat "$TMP/ev4")"
+tail -1 "$TMP/ev4" | grep -q "\"routing_key\": \"task.$last.succeeded\"" || fail "the newest event is not the last one: $(cat "$TMP/ev4")"
+
 t "bad settings: one line, the daemon does not start"
 expect_exit 2 env DROVER_HOME="$TMP/bad" "$DROVER" daemon --amqp http://x
 said env DROVER_HOME="$TMP/bad" "$DROVER" daemon --amqp http://x | grep -q "amqp 'http://x': expected amqp://" || fail "bad URL not explained"

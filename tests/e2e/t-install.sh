@@ -32,7 +32,8 @@ nm "$ROOT/usr/bin/drover" > "$TMP/nm-cli" 2>&1 || true
 # Defined (T: linked in statically) or undefined (U: from a shared library, as a sanitizer build
 # links them) — either way, a reference.
 grep -qE ' [TU] sqlite3_open_v2(@.*)?$' "$TMP/nm-daemon" || fail "nm sees no SQLite in the daemon"
-! grep -qE ' [TU] (sqlite3_open_v2|event_base_new|SSL_new)(@.*)?$' "$TMP/nm-cli" ||
+grep -qE ' [TU] amqp_new_connection(@.*)?$' "$TMP/nm-daemon" || fail "nm sees no librabbitmq in the daemon"
+! grep -qE ' [TU] (sqlite3_open_v2|event_base_new|SSL_new|amqp_new_connection)(@.*)?$' "$TMP/nm-cli" ||
     fail "the CLI links the daemon's libraries"
 out=$("$ROOT/usr/bin/drover" daemon --help) || fail "drover daemon --help: the hand-over to drover-daemon"
 grep -q -- '--system' <<<"$out" || fail "drover daemon --help is not the daemon's: $out"
