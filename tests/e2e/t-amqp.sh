@@ -21,9 +21,11 @@ queue_empty() { [ "$(tool count "$AMQP_URL" drover.submit)" = 0 ]; }
 task_named() { drover ls --all --json | python3 -c 'import json,sys; t=[t["id"] for t in json.load(sys.stdin) if t.get("name")==sys.argv[1]]; print(" ".join(map(str,t)))' "$1"; }
 has_task() { [ -n "$(task_named "$1")" ]; }
 
+http_port
 cat > "$DROVER_HOME/drover.conf" <<EOF
 amqp = $AMQP_URL
 user-queued = 3
+http = 127.0.0.1:$PORT
 EOF
 # Every event the daemon publishes, on a durable queue of the test's own.
 tool bind "$AMQP_URL" drover.events ev '#'
@@ -58,6 +60,21 @@ for m in mine:
 ids = [int(m["message_id"]) for m in msgs]
 assert ids == sorted(ids) and len(set(ids)) == len(ids), ids
 PY
+
+t "/healthz and /metrics say it (promtool checks the metrics)"
+curl -s "$URL/healthz" | python3 -c 'import json,sys; a=json.load(sys.stdin)["amqp"]; assert a["up"] and a["queue"] == "drover.submit", a' ||
+    fail "/healthz: $(curl -s "$URL/healthz")"
+curl -s "$URL/metrics" > "$TMP/metrics.txt"
+for m in 'drover_amqp_up 1' 'drover_amqp_events_waiting 0' 'drover_amqp_messages_total{result="accepted"} 1' \
+         drover_amqp_events_dropped_total drover_amqp_events_published_total; do
+    grep -q "^$m" "$TMP/metrics.txt" || fail "/metrics has no $m: $(grep amqp "$TMP/metrics.txt")"
+done
+have_promtool=1
+if command -v promtool >/dev/null; then
+    promtool check metrics < "$TMP/metrics.txt" || fail "promtool rejects /metrics"
+else
+    have_promtool=0 # the rest runs; the test is reported skipped at the end
+fi
 
 t "the same message again (a redelivery), and the same key: no second task"
 tool publish "$AMQP_URL" drover.submit '{"command": ["sh", "-c", "echo hi"], "name": "q1"}' --message-id m1
@@ -185,4 +202,5 @@ printf 'guest:guest\n' > "$TMP/creds"
 chmod 644 "$TMP/creds"
 said env DROVER_HOME="$TMP/bad" "$DROVER" daemon --amqp amqp://127.0.0.1:1/ --amqp-credentials "$TMP/creds" | grep -q "mode 0600" || fail "open credentials not refused"
 
+[ "$have_promtool" = 1 ] || skip "no promtool (apt-get install prometheus): /metrics unchecked"
 done_testing
