@@ -294,22 +294,10 @@ static int simulate_las_duration(const struct cmd_entry *cmd, const char *flag,
 static int simulate_las_thresholds(const struct cmd_entry *cmd, const char *th,
                                    struct core_policy *policy)
 {
-    int n = 0;
-    const char *p = th;
-    double last = 0;
-    while (*p != '\0') {
-        char *end;
-        double v = strtod(p, &end);
-        if (end == p || !(v > last) || v > 1e9 || n == CORE_LAS_MAX ||
-            (*end != ',' && *end != '\0'))
-            return cmd_usage_error(cmd, "--las-thresholds \"%s\": expected at most %d "
-                                        "ascending GPU-hours > 0, comma-separated",
-                                   th, CORE_LAS_MAX);
-        policy->las_threshold[n++] = v * 3600;
-        last = v;
-        p = *end == ',' ? end + 1 : end;
-    }
-    policy->las_nthresholds = n;
+    const char *why;
+    if (parse_hours(th, policy->las_threshold, CORE_LAS_MAX, &policy->las_nthresholds, &why) < 0)
+        return cmd_usage_error(cmd, "--las-thresholds \"%s\": %s (at most %d)", th, why,
+                               CORE_LAS_MAX);
     return EXIT_OK;
 }
 

@@ -527,6 +527,9 @@ struct core_why {
      * 10G free: GPU0 6G free (claimed by 3, 4), GPU1 busy", "no GPU of its type", "reserved for
      * task 7 (backfill)", "drained", "slurm is not answering". */
     char text[CORE_WAIT_TEXT];
+    /* text[0..reason_len) is the reason itself, what follows it a note (las's queue, "; …");
+     * the driver's time goes in between. 0: the whole text is the reason. */
+    size_t reason_len;
 };
 
 /* Fills out[i] for ids[i], i < n, as of now. Changes nothing the scheduler decides by. */

@@ -311,6 +311,7 @@ static void why_las(const struct core *core, const struct core_task *t, core_tim
 {
     size_t off = strlen(w->text), len = sizeof w->text;
     const char *sep = off > 0 ? "; " : "";
+    w->reason_len = off;
     if (t->run != NULL) {
         if (t->run->preempting)
             why_add(w->text, len, &off, "%sasked to yield its GPUs (las: preempted for a task "

@@ -22,7 +22,6 @@
 #include "daemon/amqp-io.h"
 #include "daemon/api.h"
 #include "exp/template.h"
-#include "util/proto.h"
 #include "util/xalloc.h"
 
 #include <errno.h>
@@ -163,12 +162,7 @@ static void amqp_reject(struct amqp *a, const struct amqp_in *m, const char *fie
 /* Runs req (taken) as the door's user; the reply (new reference). */
 static json_t *amqp_call(struct amqp *a, json_t *req)
 {
-    struct conn *c = conn_virtual(a->d, &a->peer, false);
-    json_object_set_new(req, "v", json_integer(PROTO_VERSION));
-    json_t *reply = ops_dispatch(a->d, c, req);
-    conn_virtual_free(c);
-    json_decref(req);
-    return reply;
+    return api_run(a->d, &a->peer, false, req);
 }
 
 /* Acks m after a successful reply; otherwise: a refusal of what it asks (bad request,
@@ -176,21 +170,21 @@ static json_t *amqp_call(struct amqp *a, json_t *req)
  * full) leaves it unacknowledged, for the broker to deliver again. */
 static void amqp_answer(struct amqp *a, const struct amqp_in *m, json_t *reply)
 {
-    if (reply != NULL && json_is_true(json_object_get(reply, "ok"))) {
+    if (json_is_true(json_object_get(reply, "ok"))) {
         if (!a->hold_acks)
             amqp_io_ack(a->io, m->tag);
         if (json_is_true(json_object_get(reply, "existing")))
             a->duplicates++;
         else
             a->accepted++;
-    } else if (reply != NULL && json_integer_value(json_object_get(reply, "code")) == 3 &&
+    } else if (json_integer_value(json_object_get(reply, "code")) == 3 &&
                json_integer_value(json_object_get(reply, "status")) == 507) {
         fprintf(stderr, "drover daemon: amqp: message %s not taken: %s\n",
                 m->message_id ? m->message_id : "(no id)",
                 json_string_value(json_object_get(reply, "error")));
     } else {
         amqp_reject(a, m, json_string_value(json_object_get(reply, "field")), "%s",
-                    reply ? json_string_value(json_object_get(reply, "error")) : "no answer");
+                    json_string_value(json_object_get(reply, "error")));
     }
     json_decref(reply);
 }

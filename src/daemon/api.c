@@ -96,15 +96,21 @@ static int api_status(const json_t *reply)
     }
 }
 
-json_t *api_call(struct http_req *r, const struct api_caller *who, json_t *req)
+json_t *api_run(struct daemon *d, const struct peer *who, bool read_only, json_t *req)
 {
-    struct conn *c = conn_virtual(r->d, &who->peer, who->read_only);
+    struct conn *c = conn_virtual(d, who, read_only);
     json_object_set_new(req, "v", json_integer(PROTO_VERSION));
-    json_t *reply = ops_dispatch(r->d, c, req);
+    json_t *reply = ops_dispatch(d, c, req);
     conn_virtual_free(c);
     json_decref(req);
     if (reply == NULL) /* no deferring op (wait) is routed */
-        fatalx("api_call: an op deferred its reply");
+        fatalx("api_run: an op deferred its reply");
+    return reply;
+}
+
+json_t *api_call(struct http_req *r, const struct api_caller *who, json_t *req)
+{
+    json_t *reply = api_run(r->d, &who->peer, who->read_only, req);
     if (json_is_true(json_object_get(reply, "ok"))) {
         json_object_del(reply, "ok");
         return reply;

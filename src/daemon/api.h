@@ -24,6 +24,11 @@ int api_authenticate(struct http_req *r, bool writes, struct api_caller *who);
 /* daemon/api.c: answers {"error": MESSAGE, "field": FIELD} (field null when NULL). */
 void api_error(struct http_req *r, int status, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Runs the socket protocol's op `req` (steals it; "v" is added) as who on a virtual connection
+ * (read_only: ops that write are refused) through ops_dispatch; the reply, "ok" and all (new
+ * reference). The HTTP API's and the AMQP door's way to the socket's ops; no op that defers its
+ * reply may be routed here. */
+json_t *api_run(struct daemon *d, const struct peer *who, bool read_only, json_t *req);
 /* Runs the socket protocol's op `req` (steals it; "v" is added) as `who`, through the same
  * ops_dispatch as the socket (so the same checks and permissions apply). Returns the reply (new
  * reference) with "ok" removed, or NULL after answering r with the error, its status from the

@@ -162,33 +162,6 @@ static const struct config_key *config_find(const char *name)
     return NULL;
 }
 
-/* One %XX-decoded part of a URL (malloc'd), or NULL: a bad escape, or a NUL. */
-static char *config_url_part(const char *p, size_t n)
-{
-    char *out = xmalloc(n + 1), *o = out;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] != '%') {
-            *o++ = p[i];
-            continue;
-        }
-        if (i + 2 >= n || !isxdigit((unsigned char)p[i + 1]) ||
-            !isxdigit((unsigned char)p[i + 2])) {
-            free(out);
-            return NULL;
-        }
-        char hex[3] = {p[i + 1], p[i + 2], '\0'};
-        long v = strtol(hex, NULL, 16);
-        if (v == 0) {
-            free(out);
-            return NULL;
-        }
-        *o++ = (char)v;
-        i += 2;
-    }
-    *o = '\0';
-    return out;
-}
-
 /* USER:PASS from the amqp-credentials file: mode 0600 or stricter, one line. */
 static int config_amqp_credentials(struct daemon_config *cfg, char **err)
 {
@@ -250,8 +223,9 @@ static int config_amqp(struct daemon_config *cfg, char **err)
     cfg->amqp_port = 5672;
     if (at != NULL) {
         const char *colon = memchr(u, ':', (size_t)(at - u));
-        cfg->amqp_login = config_url_part(u, colon ? (size_t)(colon - u) : (size_t)(at - u));
-        cfg->amqp_password = colon ? config_url_part(colon + 1, (size_t)(at - colon - 1))
+        cfg->amqp_login =
+            parse_percent(u, colon ? (size_t)(colon - u) : (size_t)(at - u), false);
+        cfg->amqp_password = colon ? parse_percent(colon + 1, (size_t)(at - colon - 1), false)
                                    : xstrdup("");
         if (cfg->amqp_login == NULL || cfg->amqp_password == NULL)
             why = "a bad %XX escape in the user or password";
@@ -270,7 +244,7 @@ static int config_amqp(struct daemon_config *cfg, char **err)
         why = "no host";
     if (why == NULL) {
         cfg->amqp_host = xstrndup(host, hostlen);
-        cfg->amqp_vhost = slash && slash[1] ? config_url_part(slash + 1, strlen(slash + 1))
+        cfg->amqp_vhost = slash && slash[1] ? parse_percent(slash + 1, strlen(slash + 1), false)
                                             : xstrdup("/");
         if (cfg->amqp_vhost == NULL)
             why = "a bad %XX escape in the vhost";
@@ -308,33 +282,12 @@ static int config_las(struct daemon_config *cfg, char **err)
         return -1;
     }
     cfg->las = strcmp(cfg->policy, "las") == 0;
-    if (cfg->las_thresholds != NULL) {
-        const char *p = cfg->las_thresholds;
-        int n = 0;
-        while (*p != '\0') {
-            char *end;
-            errno = 0;
-            double h = strtod(p, &end);
-            if (end == p || errno != 0 || !(h > 0 && h <= 1e6) || (*end != ',' && *end != '\0') ||
-                n == CORE_LAS_MAX || (n > 0 && h * 3600 <= cfg->las_threshold[n - 1])) {
-                *err = xasprintf("las-thresholds '%s': expected 1 to %d GPU-hour bounds, ascending"
-                                 " and above 0, comma-separated (e.g. 1,10)",
-                                 cfg->las_thresholds, CORE_LAS_MAX);
-                return -1;
-            }
-            cfg->las_threshold[n++] = h * 3600;
-            p = *end == ',' ? end + 1 : end;
-            if (*end == ',' && *p == '\0') {
-                *err = xasprintf("las-thresholds '%s': a bound is missing after the last comma",
-                                 cfg->las_thresholds);
-                return -1;
-            }
-        }
-        if (n == 0) {
-            *err = xstrdup("las-thresholds is empty: give 1 to 7 GPU-hour bounds (e.g. 1,10)");
-            return -1;
-        }
-        cfg->las_nthresholds = n;
+    if (cfg->las_thresholds != NULL &&
+        parse_hours(cfg->las_thresholds, cfg->las_threshold, CORE_LAS_MAX, &cfg->las_nthresholds,
+                    &why) < 0) {
+        *err = xasprintf("las-thresholds '%s': %s (GPU-hours, 1 to %d bounds)",
+                         cfg->las_thresholds, why, CORE_LAS_MAX);
+        return -1;
     }
     if (cfg->las_min_run != NULL && strcmp(cfg->las_min_run, "0") == 0)
         cfg->las_min_run_ms = 0;

@@ -24,6 +24,7 @@
 #include "daemon/daemon.h"
 #include "daemon/listen.h"
 #include "util/limits.h"
+#include "util/parse.h"
 #include "util/xalloc.h"
 
 #include <arpa/inet.h>
@@ -340,42 +341,6 @@ static int http_parse(const char *p, size_t len, struct http_head *h, const char
     return 0;
 }
 
-static int http_hex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes p[0..n) (plus: '+' is a space) into a new string; NULL when an escape is
- * malformed or decodes to a NUL or a control character. */
-static char *http_decode(const char *p, size_t n, bool plus)
-{
-    char *out = xmalloc(n + 1), *o = out;
-    for (size_t i = 0; i < n; i++) {
-        int c = (unsigned char)p[i];
-        if (c == '%') {
-            int hi = i + 1 < n ? http_hex(p[i + 1]) : -1;
-            int lo = i + 2 < n ? http_hex(p[i + 2]) : -1;
-            c = hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-            i += 2;
-        } else if (c == '+' && plus) {
-            c = ' ';
-        }
-        if (c < 0x20 || c == 0x7f) {
-            free(out);
-            return NULL;
-        }
-        *o++ = (char)c;
-    }
-    *o = '\0';
-    return out;
-}
-
 struct http_find {
     const char *name;
     char *value;
@@ -405,11 +370,11 @@ char *http_query(const struct http_req *r, const char *key)
         const char *amp = strchr(p, '&'), *end = amp ? amp : p + strlen(p);
         const char *eq = memchr(p, '=', (size_t)(end - p));
         const char *kend = eq ? eq : end;
-        char *k = http_decode(p, (size_t)(kend - p), true);
+        char *k = parse_percent(p, (size_t)(kend - p), true);
         bool match = k != NULL && strlen(k) == klen && memcmp(k, key, klen) == 0;
         free(k);
         if (match)
-            return eq ? http_decode(eq + 1, (size_t)(end - eq - 1), true) : xstrdup("");
+            return eq ? parse_percent(eq + 1, (size_t)(end - eq - 1), true) : xstrdup("");
         p = amp ? amp + 1 : end;
     }
     return NULL;
@@ -525,7 +490,7 @@ static void http_dispatch(struct http_conn *c)
     }
     const char *q = memchr(target, '?', tlen);
     size_t plen = q ? (size_t)(q - target) : tlen;
-    char *path = plen > 0 && target[0] == '/' ? http_decode(target, plen, false) : NULL;
+    char *path = plen > 0 && target[0] == '/' ? parse_percent(target, plen, false) : NULL;
     char *query = q ? xstrndup(q + 1, tlen - plen - 1) : xstrdup("");
     char *method = xstrndup(p, h->method_len);
     char *body = xmalloc((size_t)h->content_length + 1);

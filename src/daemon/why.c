@@ -38,9 +38,9 @@ json_t *daemon_why(struct daemon *d, const int64_t *ids, size_t n, json_t *task)
             break;
         case CORE_WAIT_BEGIN: /* "begins at 22:00:00" */
         case CORE_WAIT_OFF_PEAK: { /* "off-peak: the window opens at 20:00:00" */
-            /* The time goes after the reason itself, before what follows it (las's queue). */
-            const char *rest = strstr(w[i].text, "; ");
-            int base = rest != NULL ? (int)(rest - w[i].text) : (int)strlen(w[i].text);
+            /* The time goes after the reason itself, before the note that follows it. */
+            int base = (int)(w[i].reason_len > 0 ? w[i].reason_len : strlen(w[i].text));
+            const char *rest = w[i].reason_len > 0 ? w[i].text + w[i].reason_len : NULL;
             if (w[i].until == CORE_TIME_NEVER) {
                 text = xasprintf("%.*s (the off-peak setting)%s", base, w[i].text,
                                  rest != NULL ? rest : "");

@@ -224,6 +224,77 @@ int parse_backoff(const char *s, int64_t *out_ms, int max, int *n, const char **
     return 0;
 }
 
+struct parse_hours {
+    double *seconds;
+    int count, max;
+};
+
+static int parse_hours_item(const char *p, char **end, void *ctx, const char **why)
+{
+    struct parse_hours *l = ctx;
+    if (!isdigit((unsigned char)*p) && *p != '.')
+        return -1;
+    errno = 0;
+    double h = strtod(p, end);
+    if (errno != 0 || *end == p || !isfinite(h) || !(h > 0) || h > 1e9)
+        return -1;
+    if (l->count > 0 && !(h * 3600 > l->seconds[l->count - 1])) {
+        *why = "the hours must be ascending";
+        return -1;
+    }
+    if (l->count == l->max) {
+        *why = "too many values";
+        return -1;
+    }
+    l->seconds[l->count++] = h * 3600;
+    return 0;
+}
+
+int parse_hours(const char *s, double *out_s, int max, int *n, const char **err)
+{
+    struct parse_hours l = {out_s, 0, max};
+    if (parse_list(s, "expected hours above 0, ascending, such as 1,10", err, parse_hours_item,
+                   &l) < 0)
+        return -1;
+    *n = l.count;
+    return 0;
+}
+
+/* The value of hex digit c, or -1. */
+static int parse_hex(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+char *parse_percent(const char *p, size_t n, bool plus)
+{
+    char *out = xmalloc(n + 1), *o = out;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)p[i];
+        if (c == '%') {
+            int hi = i + 1 < n ? parse_hex(p[i + 1]) : -1;
+            int lo = i + 2 < n ? parse_hex(p[i + 2]) : -1;
+            c = hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+            i += 2;
+        } else if (c == '+' && plus) {
+            c = ' ';
+        }
+        if (c < 0x20 || c == 0x7f) {
+            free(out);
+            return NULL;
+        }
+        *o++ = (char)c;
+    }
+    *o = '\0';
+    return out;
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

@@ -2,6 +2,7 @@
  * Each returns 0 on success, or -1 with a one-line reason in *err (a static string). */
 #ifndef DROVER_PARSE_H
 #define DROVER_PARSE_H
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -15,6 +16,12 @@ int parse_int(const char *s, long long min, long long max, long long *out, const
 int parse_id_list(const char *s, int64_t **out, size_t *n, const char **err);
 /* "5,30,60" seconds -> milliseconds, at most max values. */
 int parse_backoff(const char *s, int64_t *out_ms, int max, int *n, const char **err);
+
+/* "1,10", "0.5,5,50" hours, each above 0 and ascending, into seconds, at most max values. */
+int parse_hours(const char *s, double *out_s, int max, int *n, const char **err);
+/* p[0..n) percent-decoded (plus: '+' is a space) into a new string; NULL when an escape is
+ * malformed or decodes to a NUL or a control character. A URL's parts, a query's values. */
+char *parse_percent(const char *p, size_t n, bool plus);
 
 /* A signal a task may be sent to stop: "TERM", "SIGUSR1", "usr2", "10" (a number from 1 to 64).
  * SIGKILL and SIGSTOP are refused: neither lets a task act on it. */

@@ -71,6 +71,28 @@ static void test_signals(void **state)
         assert_int_equal(parse_signal(bad[i], &sig, &err), -1);
 }
 
+static void test_hours_and_percent(void **state)
+{
+    const char *err;
+    double s[4];
+    int n;
+    assert_int_equal(parse_hours("0.5,5,50", s, 4, &n, &err), 0);
+    assert_int_equal(n, 3);
+    assert_true(s[0] == 1800 && s[2] == 180000);
+    static const char *const bad[] = {"", "0", "10,1", "1,1", "1,", "x", "-1", "1,2,3,4,5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(parse_hours(bad[i], s, 4, &n, &err), -1);
+    char *v = parse_percent("p%40ss+x", 8, false);
+    assert_string_equal(v, "p@ss+x");
+    free(v);
+    v = parse_percent("a+b%2F", 6, true);
+    assert_string_equal(v, "a b/");
+    free(v);
+    assert_null(parse_percent("%zz", 3, false));
+    assert_null(parse_percent("%2", 2, false));
+    assert_null(parse_percent("%00", 3, false));
+}
+
 static void test_ints_and_ids(void **state)
 {
     const char *err;
@@ -323,7 +345,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes),           cmocka_unit_test(test_durations),
-        cmocka_unit_test(test_signals),         cmocka_unit_test(test_ints_and_ids),    cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_signals),         cmocka_unit_test(test_hours_and_percent),         cmocka_unit_test(test_ints_and_ids),    cmocka_unit_test(test_backoff),
         cmocka_unit_test(test_arrays),          cmocka_unit_test(test_formatting),
         cmocka_unit_test(test_fake_gpus),       cmocka_unit_test(test_nvidia_smi_output),
         cmocka_unit_test(test_nvidia_smi_sample), cmocka_unit_test(test_utf8),
